@@ -1,0 +1,147 @@
+"""Settings in one place: defaults, overridden by a YAML file, overridden by env vars.
+
+The YAML file is ``include/config.yaml`` unless ``ASR_CONFIG`` names another one;
+every field can be overridden by ``ASR_<FIELD>`` (``ASR_CHUNK_MAX_SECONDS=20``).
+Relative paths are resolved against the project root, so the same settings work
+from the CLI, from Airflow workers and from tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG_FILE = PROJECT_ROOT / "include" / "config.yaml"
+ENV_PREFIX = "ASR_"
+
+
+@dataclass(frozen=True)
+class Settings:
+    # storage
+    store_backend: str = "local"
+    store_root: str = "var/store"
+    recordings_bucket: str = "recordings"
+    recordings_prefix: str = "calls"
+    artefacts_bucket: str = "asr-artefacts"
+    work_dir: str = "var/tmp"
+    # index
+    index_backend: str = "sqlite"
+    index_path: str = "var/index.sqlite"
+    # audio intake
+    sample_rate: int = 16000
+    max_duration_seconds: float = 6 * 3600.0
+    max_size_bytes: int = 4 * 1024**3
+    loudness_normalize: bool = True
+    channel_speakers: dict[str, str] = field(
+        default_factory=lambda: {"0": "agent", "1": "customer"}
+    )
+    mono_speaker: str = "mixed"
+    # VAD
+    vad_threshold: float = 0.5
+    vad_min_silence_ms: int = 300
+    vad_speech_pad_ms: int = 200
+    chunk_max_seconds: float = 30.0
+    # ASR
+    engine: str = "ctranslate2"
+    model_dir: str = "var/models/whisper-base"
+    device: str = "cpu"
+    compute_type: str = "int8"
+    cpu_threads: int = 0
+    language: str | None = None
+    beam_size: int = 5
+    shard_audio_seconds: float = 1800.0
+    # Airflow
+    gpu_pool: str = "gpu"
+    gpu_pool_slots: int = 1
+    task_retries: int = 3
+    retry_delay_seconds: int = 30
+    max_retry_delay_seconds: int = 600
+
+    def path(self, name: str) -> Path:
+        """A path-valued setting, resolved against the project root."""
+        value = Path(getattr(self, name))
+        return value if value.is_absolute() else PROJECT_ROOT / value
+
+    def speaker_for_channel(self, channel: int) -> str:
+        return self.channel_speakers.get(str(channel), f"channel{channel}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be parsed; the message names the source."""
+
+
+def _coerce(name: str, raw: Any, default: Any, annotation: str, source: str) -> Any:
+    if raw is None:
+        if "None" in annotation:
+            return None
+        raise ConfigError(f"{source}: {name} may not be empty")
+    try:
+        if isinstance(default, bool):
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in {"1", "true", "yes", "on"}:
+                return True
+            if text in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError(f"not a boolean: {raw!r}")
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+        if isinstance(default, dict):
+            value = json.loads(raw) if isinstance(raw, str) else raw
+            if not isinstance(value, dict):
+                raise ValueError("expected a mapping")
+            return {str(k): str(v) for k, v in value.items()}
+        text = str(raw)
+        return None if "None" in annotation and text.lower() in {"", "none", "null", "auto"} else text
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{source}: bad value for {name}: {exc}") from exc
+
+
+def load_settings(config_file: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Settings:
+    """Build settings from defaults, the YAML file and the environment."""
+    env = dict(os.environ if env is None else env)
+    path = Path(config_file or env.get("ASR_CONFIG") or DEFAULT_CONFIG_FILE)
+    from_file: dict[str, Any] = {}
+    if path.exists():
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: expected a mapping of settings")
+        from_file = loaded
+    elif config_file or env.get("ASR_CONFIG"):
+        raise ConfigError(f"{path}: config file not found")
+
+    defaults = Settings()
+    known = {f.name: f for f in dataclasses.fields(Settings)}
+    unknown = sorted(set(from_file) - set(known))
+    if unknown:
+        raise ConfigError(f"{path}: unknown settings {', '.join(unknown)}")
+    values: dict[str, Any] = {}
+    for name, f in known.items():
+        default = getattr(defaults, name)
+        annotation = str(f.type)
+        if name in from_file:
+            values[name] = _coerce(name, from_file[name], default, annotation, str(path))
+        env_name = ENV_PREFIX + name.upper()
+        if env_name in env:
+            values[name] = _coerce(name, env[env_name], default, annotation, f"env {env_name}")
+    return dataclasses.replace(defaults, **values)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (read once; tests call ``get_settings.cache_clear()``)."""
+    return load_settings()

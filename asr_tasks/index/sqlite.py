@@ -1,0 +1,255 @@
+"""The embedded index: SQLite with FTS5, searching Chinese and English alike.
+
+FTS5's tokenizers do not split Chinese into words, so every CJK character is
+indexed as its own token (spaces are inserted at index and query time alike) and
+each query term becomes a phrase: a consecutive run of characters then matches
+exactly like a substring, whether it is a two-character word or a long phrase.
+English goes through the porter stemmer, so "returns" finds "return".
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from contextlib import closing
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from asr_tasks.models import INDEXED, Quarantine, SearchHit, Transcript
+
+_CJK = (
+    "\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3038-\u303b\u3040-\u30ff\u3100-\u312f"
+    "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
+)
+_CJK_CHAR = re.compile(f"([{_CJK}])")
+_QUERY_TERM = re.compile(r'"([^"]*)"|(\S+)')
+HL_OPEN, HL_CLOSE = "\x02", "\x03"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS recordings (
+    recording_id TEXT PRIMARY KEY,
+    bucket TEXT NOT NULL,
+    key TEXT NOT NULL,
+    etag TEXT NOT NULL,
+    call_id TEXT,
+    call_date TEXT,
+    agent_id TEXT,
+    customer_id TEXT,
+    direction TEXT,
+    started_at TEXT,
+    duration REAL,
+    speech_seconds REAL,
+    language TEXT,
+    model TEXT,
+    pipeline_version TEXT,
+    state TEXT NOT NULL,
+    reason TEXT,
+    segments INTEGER NOT NULL DEFAULT 0,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS recordings_key ON recordings(bucket, key);
+CREATE INDEX IF NOT EXISTS recordings_date ON recordings(call_date);
+CREATE TABLE IF NOT EXISTS segments (
+    segment_id TEXT PRIMARY KEY,
+    recording_id TEXT NOT NULL REFERENCES recordings(recording_id),
+    seq INTEGER NOT NULL,
+    channel INTEGER NOT NULL,
+    speaker TEXT NOT NULL,
+    start REAL NOT NULL,
+    "end" REAL NOT NULL,
+    text TEXT NOT NULL,
+    avg_logprob REAL,
+    no_speech_prob REAL,
+    language TEXT
+);
+CREATE INDEX IF NOT EXISTS segments_recording ON segments(recording_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS segments_fts USING fts5(
+    body, tokenize = 'porter unicode61 remove_diacritics 2'
+);
+"""
+
+
+def index_text(text: str) -> str:
+    """The text as FTS5 sees it: every CJK character a token of its own."""
+    return _CJK_CHAR.sub(r" \1 ", text)
+
+
+def match_expression(query: str) -> str | None:
+    """A user's words and "quoted phrases" as an FTS5 expression that cannot be a syntax error.
+
+    Every term becomes a quoted phrase and terms are ANDed; None when nothing searchable is left.
+    """
+    phrases = []
+    for quoted, bare in _QUERY_TERM.findall(query):
+        words = re.findall(r"\w+", index_text(quoted or bare))
+        if words:
+            phrases.append('"' + " ".join(words) + '"')
+    return " AND ".join(phrases) if phrases else None
+
+
+def restore_highlight(original: str, highlighted: str, open_tag: str, close_tag: str) -> str:
+    """Map FTS5's highlight of the spaced body back onto the original text."""
+    out: list[str] = []
+    i = 0
+    for ch in highlighted:
+        if ch == HL_OPEN:
+            out.append(open_tag)
+        elif ch == HL_CLOSE:
+            out.append(close_tag)
+        elif i < len(original) and ch == original[i]:
+            out.append(ch)
+            i += 1
+        elif not ch.isspace():
+            out.append(ch)
+    out.append(original[i:])
+    return "".join(out)
+
+
+class SqliteIndex:
+    """Segments and recordings in one SQLite file; safe to reopen, idempotent to rewrite."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with closing(self._connect()) as db, db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=60)
+        db.row_factory = sqlite3.Row
+        return db
+
+    def _replace_recording_row(self, db: sqlite3.Connection, row: dict[str, Any]) -> None:
+        """Drop every earlier version of the same object (any ETag), then write this one."""
+        old = [r[0] for r in db.execute(
+            "SELECT recording_id FROM recordings WHERE (bucket = ? AND key = ?) OR recording_id = ?",
+            (row["bucket"], row["key"], row["recording_id"]),
+        )]
+        for recording_id in old:
+            db.execute(
+                "DELETE FROM segments_fts WHERE rowid IN (SELECT rowid FROM segments WHERE recording_id = ?)",
+                (recording_id,),
+            )
+            db.execute("DELETE FROM segments WHERE recording_id = ?", (recording_id,))
+            db.execute("DELETE FROM recordings WHERE recording_id = ?", (recording_id,))
+        row["updated_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        cols = ", ".join(f'"{c}"' for c in row)
+        db.execute(f"INSERT INTO recordings ({cols}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
+
+    def replace_recording(self, transcript: Transcript) -> int:
+        """Index one recording's segments, replacing whatever was indexed for it before."""
+        rec = transcript.recording
+        row = {
+            **_recording_columns(rec.to_dict()),
+            "duration": transcript.duration,
+            "speech_seconds": transcript.speech_seconds,
+            "language": transcript.language,
+            "model": transcript.model,
+            "pipeline_version": transcript.pipeline_version,
+            "state": transcript.state,
+            "reason": transcript.reason,
+            "segments": len(transcript.segments),
+        }
+        with closing(self._connect()) as db, db:
+            self._replace_recording_row(db, row)
+            for seq, seg in enumerate(transcript.segments):
+                cur = db.execute(
+                    'INSERT INTO segments (segment_id, recording_id, seq, channel, speaker, start, "end", text,'
+                    " avg_logprob, no_speech_prob, language) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (f"{rec.recording_id}-{seq:05d}", rec.recording_id, seq, seg.channel, seg.speaker,
+                     seg.start, seg.end, seg.text, seg.avg_logprob, seg.no_speech_prob, seg.language),
+                )
+                db.execute("INSERT INTO segments_fts (rowid, body) VALUES (?, ?)",
+                           (cur.lastrowid, index_text(seg.text)))
+        return len(transcript.segments)
+
+    def record_quarantine(self, quarantine: Quarantine) -> None:
+        row = {
+            **_recording_columns(quarantine.recording.to_dict()),
+            "pipeline_version": quarantine.pipeline_version,
+            "state": quarantine.state,
+            "reason": quarantine.reason,
+        }
+        with closing(self._connect()) as db, db:
+            self._replace_recording_row(db, row)
+
+    def current_state(self, recording_id: str, model: str, pipeline_version: str) -> str | None:
+        """The recording's state if it was processed by this model and pipeline version."""
+        with closing(self._connect()) as db:
+            row = db.execute(
+                "SELECT state, model, pipeline_version FROM recordings WHERE recording_id = ?", (recording_id,)
+            ).fetchone()
+        if row is None or row["pipeline_version"] != pipeline_version:
+            return None
+        if row["state"] == INDEXED and row["model"] != model:
+            return None
+        return str(row["state"])
+
+    def search(
+        self,
+        query: str,
+        date_from: str | None = None,
+        date_to: str | None = None,
+        agent: str | None = None,
+        speaker: str | None = None,
+        limit: int = 20,
+        open_tag: str = "<em>",
+        close_tag: str = "</em>",
+    ) -> list[SearchHit]:
+        expression = match_expression(query)
+        if expression is None:
+            return []
+        where = ["segments_fts MATCH ?"]
+        params: list[Any] = [expression]
+        for clause, value in (("r.call_date >= ?", date_from), ("r.call_date <= ?", date_to),
+                              ("r.agent_id = ?", agent), ("s.speaker = ?", speaker)):
+            if value:
+                where.append(clause)
+                params.append(value)
+        sql = (
+            "SELECT s.*, r.key, r.call_date, r.agent_id,"
+            f" highlight(segments_fts, 0, '{HL_OPEN}', '{HL_CLOSE}') AS hl, bm25(segments_fts) AS score"
+            " FROM segments_fts JOIN segments s ON s.rowid = segments_fts.rowid"
+            " JOIN recordings r ON r.recording_id = s.recording_id"
+            f" WHERE {' AND '.join(where)} ORDER BY score, r.call_date, s.recording_id, s.seq LIMIT ?"
+        )
+        with closing(self._connect()) as db:
+            rows = db.execute(sql, [*params, limit]).fetchall()
+        return [
+            SearchHit(
+                recording_id=row["recording_id"],
+                key=row["key"],
+                call_date=row["call_date"],
+                speaker=row["speaker"],
+                channel=row["channel"],
+                start=row["start"],
+                end=row["end"],
+                text=row["text"],
+                highlight=restore_highlight(row["text"], row["hl"], open_tag, close_tag),
+                agent_id=row["agent_id"],
+                score=round(-row["score"], 4),
+            )
+            for row in rows
+        ]
+
+    def states(self, call_date: str | None = None) -> list[dict[str, Any]]:
+        """Every recording's state and failure reason, for status reports."""
+        sql = "SELECT recording_id, key, call_date, state, reason, segments, model, pipeline_version FROM recordings"
+        params: list[Any] = []
+        if call_date:
+            sql += " WHERE call_date = ?"
+            params.append(call_date)
+        with closing(self._connect()) as db:
+            return [dict(r) for r in db.execute(sql + " ORDER BY key", params)]
+
+    def segment_count(self) -> int:
+        with closing(self._connect()) as db:
+            return int(db.execute("SELECT count(*) FROM segments").fetchone()[0])
+
+
+def _recording_columns(rec: dict[str, Any]) -> dict[str, Any]:
+    keep = ("recording_id", "bucket", "key", "etag", "call_id", "call_date", "agent_id", "customer_id",
+            "direction", "started_at")
+    return {k: rec.get(k) for k in keep}
