@@ -30,8 +30,8 @@ demo: setup airflow-init
 	$(BIN)/asr status --date $(DEMO_DATE)
 	@echo "== search: ask not what your country"
 	$(BIN)/asr search "ask not what your country"
-	@echo "== search: guarantee return"
-	$(BIN)/asr search "guarantee return"
+	@echo "== search: guarantee"
+	$(BIN)/asr search "guarantee"
 	@echo "== search: policy number (agent AG-1002 only)"
 	$(BIN)/asr search "policy number" --agent AG-1002
 

@@ -45,7 +45,7 @@ def probe(path: Path, settings: Settings) -> AudioInfo:
         text=True,
     )
     if proc.returncode != 0:
-        detail = _last_line(proc.stderr) or f"ffprobe exit code {proc.returncode}"
+        detail = _last_line(proc.stderr).replace(f"{path}: ", "") or f"ffprobe exit code {proc.returncode}"
         raise InvalidAudio(f"not a decodable media file: {detail}")
     meta = json.loads(proc.stdout or "{}")
     streams = meta.get("streams", [])

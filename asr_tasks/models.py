@@ -153,6 +153,15 @@ class Quarantine(_Serialisable):
     pipeline_version: str
     state: str = QUARANTINED
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Quarantine":
+        return cls(
+            recording=Recording.from_dict(data["recording"]),
+            reason=data["reason"],
+            pipeline_version=data["pipeline_version"],
+            state=data.get("state", QUARANTINED),
+        )
+
 
 @dataclass
 class SearchHit(_Serialisable):

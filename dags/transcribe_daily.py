@@ -9,13 +9,18 @@ artefact bucket.
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Any, Sequence
 
 from airflow.sdk import dag, task
 
 from asr_tasks.config import get_settings
 
 settings = get_settings()
+
+
+def _pull_all(lazy: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Materialise a mapped task's results by index (iteration probes one past the end)."""
+    return [lazy[i] for i in range(len(lazy))]
 
 
 @dag(
@@ -56,7 +61,7 @@ def transcribe_daily() -> None:
         """Shards of about shard_audio_seconds of speech, so each GPU task amortises one model load."""
         from asr_tasks.pipeline import from_xcom, plan_shards as plan
 
-        return plan(from_xcom(list(results)), settings.shard_audio_seconds)
+        return plan(from_xcom(_pull_all(results)), settings.shard_audio_seconds)
 
     @task(pool=settings.gpu_pool)
     def transcribe(shard: list[str]) -> dict[str, float]:
@@ -72,7 +77,7 @@ def transcribe_daily() -> None:
         from asr_tasks.pipeline import from_xcom, index_results
         from asr_tasks.storage import open_store
 
-        return index_results(from_xcom(list(results)), open_store(settings), open_index(settings), settings)
+        return index_results(from_xcom(_pull_all(results)), open_store(settings), open_index(settings), settings)
 
     results = preprocess.expand(recording=sense())
     transcribed = transcribe.expand(shard=plan_shards(results))
