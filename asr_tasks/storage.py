@@ -67,18 +67,19 @@ class LocalStore:
     def list(self, bucket: str, prefix: str) -> Iterator[ObjectInfo]:
         base = self.root / bucket
         start = base / prefix if prefix else base
-        folder = start if start.is_dir() else start.parent
-        if not folder.exists():
+        folder = start if start.is_dir() or not prefix else start.parent
+        if not folder.is_dir():
             return
-        for dirpath, dirnames, filenames in os.walk(folder):
-            dirnames.sort()
-            for name in sorted(filenames):
-                path = Path(dirpath) / name
-                key = path.relative_to(base).as_posix()
+        keys = []
+        for dirpath, _dirnames, filenames in os.walk(folder):
+            for name in filenames:
+                key = (Path(dirpath) / name).relative_to(base).as_posix()
                 if key.startswith(prefix) and not name.startswith(".tmp-"):
-                    info = self.stat(bucket, key)
-                    if info is not None:
-                        yield info
+                    keys.append(key)
+        for key in sorted(keys):  # S3/MinIO order: by whole key, not folder by folder
+            info = self.stat(bucket, key)
+            if info is not None:
+                yield info
 
     def stat(self, bucket: str, key: str) -> ObjectInfo | None:
         path = self._path(bucket, key)
@@ -184,7 +185,7 @@ def recording_for_file(path: Path) -> Recording:
     path = path.resolve()
     etag = _etag(path)
     sidecar = path.with_suffix(SIDECAR_SUFFIX)
-    meta = json.loads(sidecar.read_text()) if sidecar.is_file() and sidecar != path else {}
+    meta = _parse_sidecar(sidecar.read_bytes(), str(sidecar)) if sidecar.is_file() and sidecar != path else {}
     match = _DAY_KEY.search(path.as_posix())
     call_date = "-".join(match.groups()) if match else ""
     return Recording(
@@ -203,13 +204,17 @@ def recording_for_file(path: Path) -> Recording:
 
 
 def _read_sidecar(store: ObjectStore, bucket: str, key: str) -> dict[str, Any]:
+    return _parse_sidecar(store.get_bytes(bucket, key), f"{bucket}/{key}")
+
+
+def _parse_sidecar(data: bytes, where: str) -> dict[str, Any]:
     try:
-        value = get_json(store, bucket, key)
+        value = json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
-        log.warning("%s/%s: sidecar ignored, not valid JSON: %s", bucket, key, exc)
+        log.warning("%s: sidecar ignored, not valid JSON: %s", where, exc)
         return {}
     if not isinstance(value, dict):
-        log.warning("%s/%s: sidecar ignored, not a JSON object", bucket, key)
+        log.warning("%s: sidecar ignored, not a JSON object", where)
         return {}
     return value
 

@@ -1,0 +1,127 @@
+"""The transcribe_daily DAG: cheap to parse, wired as designed, and a real run over a synthetic day."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from asr_tasks.config import PROJECT_ROOT
+
+DAY = "2026-11-27"
+BIN = Path(sys.executable).parent
+HEAVY = ("torch", "transformers", "ctranslate2", "faster_whisper", "onnxruntime", "numpy")
+
+
+def airflow_env(tmp: Path) -> dict[str, str]:
+    """An isolated Airflow (SQLite metadata DB) and project state, both under ``tmp``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "ASR_"))}
+    env.update({
+        "AIRFLOW_HOME": str(tmp / "airflow"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp / 'airflow' / 'airflow.db'}",
+        "ASR_STORE_ROOT": str(tmp / "store"),
+        "ASR_INDEX_PATH": str(tmp / "index.sqlite"),
+        "ASR_WORK_DIR": str(tmp / "work"),
+        "ASR_TASK_RETRIES": "0",
+        "HF_HUB_OFFLINE": "1",
+    })
+    return env
+
+
+def run(args: list[str], env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout, cwd=PROJECT_ROOT)
+
+
+def test_dag_file_imports_nothing_heavy_at_parse_time() -> None:
+    code = (
+        "import runpy, sys; runpy.run_path('dags/transcribe_daily.py');"
+        f"print([m for m in {HEAVY!r} if m in sys.modules])"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_dag_structure() -> None:
+    code = """
+import json, runpy
+from datetime import timedelta
+dag = runpy.run_path('dags/transcribe_daily.py')['transcribe_daily']()
+tasks = {t.task_id: t for t in dag.tasks}
+print(json.dumps({
+    "schedule": str(dag.schedule) if hasattr(dag, "schedule") else None,
+    "tasks": sorted(tasks),
+    "pool": tasks["transcribe"].pool,
+    "retries": sorted({t.retries for t in dag.tasks}),
+    "backoff": all(t.retry_exponential_backoff for t in dag.tasks),
+    "upstream_of_index": sorted(tasks["index"].upstream_task_ids),
+}))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert info["tasks"] == ["index", "plan_shards", "preprocess", "sense", "transcribe"]
+    assert info["pool"] == "gpu"
+    assert info["retries"] == [3] and info["backoff"]
+    assert info["upstream_of_index"] == ["preprocess", "transcribe"]
+
+
+@pytest.mark.e2e
+def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> None:
+    env = airflow_env(tmp_path)
+    asr, airflow = str(BIN / "asr"), str(BIN / "airflow")
+    for step in (
+        [airflow, "db", "migrate"],
+        [airflow, "pools", "set", "gpu", "1", "ASR transcription"],
+        [asr, "demo-corpus", "--date", DAY],
+    ):
+        proc = run(step, env)
+        assert proc.returncode == 0, f"{step}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+
+    proc = run([airflow, "dags", "test", "transcribe_daily", DAY], env)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-5000:]
+    assert "state=success" in log
+    assert re.search(r"call_0007\.wav: quarantined: not a decodable media file", log)
+
+    status = json.loads(run([asr, "status", "--date", DAY, "--json"], env).stdout)
+    states = {row["key"].rsplit("/", 1)[-1]: row["state"] for row in status["recordings"]}
+    assert states == {
+        "call_0001.wav": "indexed", "call_0002.wav": "indexed", "call_0003.mp3": "indexed",
+        "call_0004.wav": "indexed", "call_0005_jfk.flac": "indexed",
+        "call_0006.wav": "needs_review", "call_0007.wav": "quarantined",
+    }
+
+    hits = json.loads(run([asr, "search", "ask not what your country", "--json"], env).stdout)
+    assert hits and hits[0]["key"].endswith("call_0005_jfk.flac")
+    assert 0 <= hits[0]["start"] < hits[0]["end"] <= 11.1
+    assert {"recording_id", "key", "speaker", "start", "end", "text", "highlight"} <= set(hits[0])
+    text = " ".join(re.findall(r"[a-z]+", " ".join(h["text"] for h in hits).lower()))
+    assert "ask not what your country can do for you" in text
+
+    # The stereo call keeps both sides apart: the agent's words on channel 0, the customer's on 1.
+    customer = json.loads(run([asr, "search", "minimum deposit", "--speaker", "customer", "--json"], env).stdout)
+    assert [h["key"].rsplit("/", 1)[-1] for h in customer] == ["call_0001.wav"]
+    assert json.loads(run([asr, "search", "calling Harbor Bank", "--speaker", "agent", "--json"], env).stdout)
+    assert not json.loads(run([asr, "search", "calling Harbor Bank", "--speaker", "customer", "--json"], env).stdout)
+    assert json.loads(run([asr, "search", "policy number", "--agent", "AG-1002", "--json"], env).stdout)
+
+    # Running the day again indexes nothing twice.
+    before = json.loads(run([asr, "status", "--json"], env).stdout)
+    proc = run([airflow, "dags", "test", "transcribe_daily", DAY], env)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    after = json.loads(run([asr, "status", "--json"], env).stdout)
+    assert [(r["recording_id"], r["segments"]) for r in after["recordings"]] == [
+        (r["recording_id"], r["segments"]) for r in before["recordings"]
+    ]
+    again = json.loads(run([asr, "search", "ask not what your country", "--json"], env).stdout)
+    assert [(h["recording_id"], h["start"]) for h in again] == [(h["recording_id"], h["start"]) for h in hits]

@@ -1,0 +1,52 @@
+"""The CTranslate2 Whisper engine on real speech, and its model checks."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from asr_tasks.audio import read_pcm
+from asr_tasks.config import Settings
+from asr_tasks.engines import ModelError, get_engine
+from asr_tasks.engines.ctranslate2 import check_model_dir
+from asr_tasks.pipeline import build_transcript, preprocess_local
+from asr_tasks.storage import recording_for_file
+
+
+def words(text: str) -> str:
+    return " ".join(re.findall(r"[a-z']+", text.lower()))
+
+
+def test_missing_or_incomplete_model_folder_is_a_clear_error(tmp_path: Path, model_dir: Path) -> None:
+    with pytest.raises(ModelError, match="does not exist"):
+        check_model_dir(tmp_path / "nowhere")
+    partial = tmp_path / "partial"
+    shutil.copytree(model_dir, partial, ignore=shutil.ignore_patterns("tokenizer.json", "model.bin"))
+    with pytest.raises(ModelError, match="lacks model.bin, tokenizer.json"):
+        check_model_dir(partial)
+
+
+def test_engine_is_loaded_once_per_process(settings: Settings, model_dir: Path) -> None:
+    assert get_engine(settings) is get_engine(dataclasses.replace(settings, store_root="/elsewhere"))
+
+
+def test_jfk_transcribed_with_absolute_times(settings: Settings, model_dir: Path, jfk: Path, tmp_path: Path) -> None:
+    rec = recording_for_file(jfk)
+    pre, pcm = preprocess_local(rec, jfk, tmp_path / "work", settings)
+    assert [c.speaker for c in pre.channels] == ["mixed"]  # identical stereo sides fold to mono
+    engine = get_engine(settings)
+    segments = []
+    for chunk in pre.chunks:
+        segments += engine.transcribe(chunk, read_pcm(pcm[chunk.channel], settings.sample_rate, chunk.start, chunk.end))
+    transcript = build_transcript(pre, segments, engine.model_name)
+    text = words(" ".join(s.text for s in transcript.segments))
+    assert "ask not what your country can do for you" in text
+    assert "ask what you can do for your country" in text
+    assert transcript.language == "en"
+    for seg in transcript.segments:
+        assert 0.0 <= seg.start < seg.end <= pre.duration + 0.01
+    assert [s.start for s in transcript.segments] == sorted(s.start for s in transcript.segments)

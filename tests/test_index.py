@@ -1,0 +1,125 @@
+"""The SQLite FTS5 index: Chinese and English search, filters, highlights, idempotent rewrites."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from asr_tasks.index.sqlite import SqliteIndex, index_text, match_expression, restore_highlight
+from asr_tasks.models import NEEDS_REVIEW, QUARANTINED, Quarantine, Recording, Segment, Transcript, recording_id_for
+
+
+def _recording(key: str, etag: str = "e1", day: str = "2026-11-27", agent: str | None = "AG-1") -> Recording:
+    return Recording(
+        recording_id=recording_id_for("recordings", key, etag), bucket="recordings", key=key, etag=etag,
+        size=1, call_id=key.rsplit("/", 1)[-1].split(".")[0], call_date=day, agent_id=agent,
+    )
+
+
+def _transcript(rec: Recording, lines: list[tuple[str, float, float, str]]) -> Transcript:
+    segments = [
+        Segment(rec.recording_id, 0 if who == "agent" else 1, who, start, end, text)
+        for who, start, end, text in lines
+    ]
+    return Transcript(recording=rec, duration=60.0, segments=segments, language="zh", model="m", pipeline_version="1")
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> SqliteIndex:
+    idx = SqliteIndex(tmp_path / "index.sqlite")
+    zh = _recording("calls/2026/11/27/zh_call.wav", agent="AG-1")
+    idx.replace_recording(_transcript(zh, [
+        ("agent", 1.0, 4.5, "您好，这款理财产品保证收益，年化百分之十二。"),
+        ("customer", 5.0, 7.0, "那风险大吗？"),
+        ("agent", 7.5, 12.25, "稳赚不赔，您放心。"),
+    ]))
+    en = _recording("calls/2026/11/28/en_call.mp3", day="2026-11-28", agent="AG-2")
+    idx.replace_recording(_transcript(en, [
+        ("agent", 0.5, 6.0, "I can guarantee a return of twelve percent every year."),
+        ("customer", 6.5, 8.0, "What returns did the fund make last year?"),
+    ]))
+    return idx
+
+
+def test_two_character_chinese_words_are_found(index: SqliteIndex) -> None:
+    hits = index.search("收益")
+    assert [(h.key, h.speaker, h.start, h.end) for h in hits] == [
+        ("calls/2026/11/27/zh_call.wav", "agent", 1.0, 4.5)
+    ]
+    assert hits[0].highlight == "您好，这款理财产品保证<em>收益</em>，年化百分之十二。"
+    assert index.search("风险")[0].speaker == "customer"
+
+
+def test_chinese_phrase_matches_only_consecutive_characters(index: SqliteIndex) -> None:
+    assert len(index.search("保证收益")) == 1
+    assert index.search("收益保证") == []  # same characters, wrong order
+    assert [h.start for h in index.search("稳赚不赔")] == [7.5]
+
+
+def test_english_words_stemming_and_phrases(index: SqliteIndex) -> None:
+    assert {h.start for h in index.search("returns")} == {0.5, 6.5}  # porter: return ~ returns
+    hits = index.search('"guarantee a return"')
+    assert [h.start for h in hits] == [0.5]
+    assert "<em>guarantee a return</em>" in hits[0].highlight
+    assert index.search('"return guarantee"') == []
+    assert index.search("GUARANTEE twelve")[0].start == 0.5  # case-insensitive, terms ANDed
+
+
+def test_filters(index: SqliteIndex) -> None:
+    assert {h.key for h in index.search("returns", agent="AG-2")} == {"calls/2026/11/28/en_call.mp3"}
+    assert index.search("returns", agent="AG-1") == []
+    assert index.search("保证", date_from="2026-11-28") == []
+    assert len(index.search("保证", date_from="2026-11-27", date_to="2026-11-27")) == 1
+    assert [h.speaker for h in index.search("returns", speaker="customer")] == ["customer"]
+
+
+def test_query_syntax_never_errors(index: SqliteIndex) -> None:
+    for query in ['"unbalanced', "AND OR NOT", "(", "*", "col:val", "NEAR(a b)", "'", "  ", "。，！"]:
+        index.search(query)  # must not raise
+    assert index.search("   ") == []
+    assert match_expression('guarantee "a return" 收益') == '"guarantee" AND "a return" AND "收 益"'
+
+
+def test_rewriting_a_recording_never_duplicates(index: SqliteIndex) -> None:
+    before = index.segment_count()
+    rec = _recording("calls/2026/11/27/zh_call.wav", agent="AG-1")
+    for _ in range(3):
+        index.replace_recording(_transcript(rec, [("agent", 1.0, 4.5, "保证收益")]))
+    assert index.segment_count() == before - 2
+    assert len(index.search("收益")) == 1
+
+
+def test_new_version_of_an_object_replaces_the_old_one(index: SqliteIndex) -> None:
+    new = _recording("calls/2026/11/27/zh_call.wav", etag="e2", agent="AG-1")
+    index.replace_recording(_transcript(new, [("agent", 2.0, 3.0, "没有任何承诺")]))
+    assert index.search("保证收益") == []
+    assert [h.recording_id for h in index.search("承诺")] == [new.recording_id]
+    assert [r["recording_id"] for r in index.states("2026-11-27")] == [new.recording_id]
+
+
+def test_states_and_quarantine(index: SqliteIndex) -> None:
+    bad = _recording("calls/2026/11/27/broken.wav")
+    index.record_quarantine(Quarantine(recording=bad, reason="empty file (0 bytes)", pipeline_version="1"))
+    silent = _recording("calls/2026/11/27/silent.wav")
+    index.replace_recording(Transcript(recording=silent, duration=20.0, segments=[], language=None, model="m",
+                                       pipeline_version="1", state=NEEDS_REVIEW, reason="no speech detected"))
+    states = {r["key"]: (r["state"], r["reason"]) for r in index.states("2026-11-27")}
+    assert states["calls/2026/11/27/broken.wav"] == (QUARANTINED, "empty file (0 bytes)")
+    assert states["calls/2026/11/27/silent.wav"] == (NEEDS_REVIEW, "no speech detected")
+    assert index.current_state(bad.recording_id, "m", "1") == QUARANTINED
+    assert index.current_state(silent.recording_id, "other-model", "1") == NEEDS_REVIEW
+    assert index.current_state(silent.recording_id, "m", "2") is None
+
+
+def test_current_state_depends_on_model_for_indexed_recordings(index: SqliteIndex) -> None:
+    rec = _recording("calls/2026/11/27/zh_call.wav", agent="AG-1")
+    assert index.current_state(rec.recording_id, "m", "1") == "indexed"
+    assert index.current_state(rec.recording_id, "a-new-model", "1") is None
+
+
+def test_highlight_restoration_keeps_original_spacing() -> None:
+    original = "Call 保证 收益 now"
+    body = index_text(original)
+    highlighted = body.replace("收", "\x02收").replace("益", "益\x03")
+    assert restore_highlight(original, highlighted, "[", "]") == "Call 保证 [收益] now"

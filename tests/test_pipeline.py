@@ -1,0 +1,87 @@
+"""The day's stages without Airflow: every recording ends in one state, and re-runs redo nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from datetime import date
+from pathlib import Path
+
+from asr_tasks.config import Settings
+from asr_tasks.index.sqlite import SqliteIndex
+from asr_tasks.pipeline import index_results, plan_shards, preprocess, sense, transcribe_shard, transcript_key
+from asr_tasks.storage import LocalStore
+
+DAY = date(2026, 11, 27)
+PREFIX = "calls/2026/11/27/"
+
+
+def _seed(store: LocalStore, settings: Settings, jfk: Path, tmp_path: Path) -> None:
+    bucket = settings.recordings_bucket
+    store.put_file(bucket, PREFIX + "c1.flac", jfk)
+    store.put_bytes(bucket, PREFIX + "c1.json", json.dumps({"agent_id": "AG-7", "direction": "inbound"}).encode())
+    store.put_bytes(bucket, PREFIX + "empty.wav", b"")
+    store.put_bytes(bucket, PREFIX + "notes.mp3", b"meeting notes, not audio\n" * 10)
+    silence = tmp_path / "silence.wav"
+    subprocess.run(["ffmpeg", "-v", "error", "-f", "lavfi", "-i", "anullsrc=r=8000:cl=mono", "-t", "5", str(silence)],
+                   check=True)
+    store.put_file(bucket, PREFIX + "silent.wav", silence)
+    store.put_bytes(bucket, PREFIX + "_READY", b"")
+
+
+def test_day_end_to_end_without_airflow(settings: Settings, model_dir: Path, jfk: Path, tmp_path: Path) -> None:
+    store = LocalStore(settings.path("store_root"))
+    index = SqliteIndex(settings.path("index_path"))
+    _seed(store, settings, jfk, tmp_path)
+
+    recordings = sense(store, settings, DAY)
+    assert sorted(r.key for r in recordings) == [PREFIX + n for n in ("c1.flac", "empty.wav", "notes.mp3", "silent.wav")]
+    results = [preprocess(r, store, settings) for r in recordings]
+    reasons = {r.key.rsplit("/", 1)[-1]: r.reason for r in results if r.state == "quarantined"}
+    assert reasons["empty.wav"] == "empty file (0 bytes)"
+    assert reasons["notes.mp3"].startswith("not a decodable media file")
+    shards = plan_shards(results, settings.shard_audio_seconds)
+    assert len(shards) == 1 and len(shards[0]) == 2  # jfk and the silent call; quarantined ones never reach ASR
+    for shard in shards:
+        transcribe_shard(shard, store, settings)
+    assert index_results(results, store, index, settings) == {"indexed": 1, "needs_review": 1, "quarantined": 2}
+
+    states = {row["key"].rsplit("/", 1)[-1]: row["state"] for row in index.states("2026-11-27")}
+    assert states == {"c1.flac": "indexed", "silent.wav": "needs_review", "empty.wav": "quarantined",
+                      "notes.mp3": "quarantined"}
+    hits = index.search("ask not what your country", agent="AG-7")
+    assert hits and hits[0].key == PREFIX + "c1.flac" and 0 <= hits[0].start < hits[0].end <= 11.1
+
+    # A re-run of the day: every stage finds its artefact, the index is left as it is.
+    jfk_result = next(r for r in results if r.key.endswith("c1.flac"))
+    transcript = settings.path("store_root") / settings.artefacts_bucket / transcript_key(jfk_result.artefact_prefix, settings)
+    stamp = transcript.stat().st_mtime_ns
+    segments = index.segment_count()
+    again = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
+    assert again == results
+    for shard in plan_shards(again, settings.shard_audio_seconds):
+        assert transcribe_shard(shard, store, settings)["recordings"] == 0
+    assert index_results(again, store, index, settings) == {"unchanged": 4}
+    assert transcript.stat().st_mtime_ns == stamp and index.segment_count() == segments
+
+
+def test_replaced_object_is_reprocessed_and_replaces_old_documents(
+    settings: Settings, model_dir: Path, jfk: Path, tmp_path: Path
+) -> None:
+    store = LocalStore(settings.path("store_root"))
+    index = SqliteIndex(settings.path("index_path"))
+    store.put_bytes(settings.recordings_bucket, PREFIX + "c1.wav", b"")  # a failed upload...
+    first = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
+    index_results(first, store, index, settings)
+    assert [r["state"] for r in index.states()] == ["quarantined"]
+
+    copy = tmp_path / "c1.wav"
+    shutil.copyfile(jfk, copy)
+    store.put_file(settings.recordings_bucket, PREFIX + "c1.wav", copy)  # ...re-uploaded under the same key
+    second = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
+    assert second[0].recording_id != first[0].recording_id
+    for shard in plan_shards(second, settings.shard_audio_seconds):
+        transcribe_shard(shard, store, settings)
+    index_results(second, store, index, settings)
+    assert [(r["recording_id"], r["state"]) for r in index.states()] == [(second[0].recording_id, "indexed")]
