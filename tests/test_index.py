@@ -123,3 +123,10 @@ def test_highlight_restoration_keeps_original_spacing() -> None:
     body = index_text(original)
     highlighted = body.replace("收", "\x02收").replace("益", "益\x03")
     assert restore_highlight(original, highlighted, "[", "]") == "Call 保证 [收益] now"
+
+
+def test_adjacent_matches_are_highlighted_as_one_span(index: SqliteIndex) -> None:
+    [hit] = index.search("guarantee return twelve")
+    assert hit.highlight == "I can <em>guarantee</em> a <em>return</em> of <em>twelve</em> percent every year."
+    [hit] = index.search("every year twelve percent")
+    assert hit.highlight == "I can guarantee a return of <em>twelve percent every year</em>."

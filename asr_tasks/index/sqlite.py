@@ -103,7 +103,9 @@ def restore_highlight(original: str, highlighted: str, open_tag: str, close_tag:
         elif not ch.isspace():
             out.append(ch)
     out.append(original[i:])
-    return "".join(out)
+    text = "".join(out)
+    # Adjacent matches read as one: "<em>ask</em> <em>not</em>" -> "<em>ask not</em>".
+    return re.sub(re.escape(close_tag) + r"(\s*)" + re.escape(open_tag), r"\1", text)
 
 
 class SqliteIndex:

@@ -1,0 +1,92 @@
+"""Stage timings and transcription speed over the demo corpus, on the embedded defaults.
+
+Runs the same stage functions as the DAG (without Airflow) in a throw-away store
+and prints audio seconds per wall second for preprocessing and transcription.
+
+    .venv/bin/python bench/transcribe.py [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import resource
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+from asr_tasks.config import get_settings
+from asr_tasks.corpus import write_demo_corpus
+from asr_tasks.engines import get_engine
+from asr_tasks.index.sqlite import SqliteIndex
+from asr_tasks.models import Preprocessed
+from asr_tasks.pipeline import index_results, plan_shards, preprocess, sense, transcribe_shard
+from asr_tasks.storage import LocalStore, get_json
+
+DAY = date(2026, 11, 27)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = dataclasses.replace(
+            get_settings(), store_root=f"{tmp}/store", index_path=f"{tmp}/index.sqlite", work_dir=f"{tmp}/work"
+        )
+        store = LocalStore(Path(settings.store_root))
+        write_demo_corpus(store, settings, DAY)
+        recordings = sense(store, settings, DAY)
+
+        t0 = time.perf_counter()
+        results = [preprocess(r, store, settings) for r in recordings]
+        t_pre = time.perf_counter() - t0
+        kept = [r for r in results if r.state == "preprocessed"]
+        manifests = [
+            Preprocessed.from_dict(get_json(store, settings.artefacts_bucket, f"{r.artefact_prefix}/manifest.json"))
+            for r in kept
+        ]
+        audio = sum(m.duration for m in manifests)
+        channel_audio = sum(c.duration for m in manifests for c in m.channels)
+        speech = sum(m.speech_seconds for m in manifests)
+
+        t0 = time.perf_counter()
+        get_engine(settings)
+        t_load = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for shard in plan_shards(results, settings.shard_audio_seconds):
+            transcribe_shard(shard, store, settings)
+        t_asr = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        index_results(results, store, SqliteIndex(Path(settings.index_path)), settings)
+        t_index = time.perf_counter() - t0
+
+    report = {
+        "recordings": len(recordings),
+        "transcribed": len(kept),
+        "audio_seconds": round(audio, 1),
+        "channel_audio_seconds": round(channel_audio, 1),
+        "speech_seconds": round(speech, 1),
+        "preprocess_wall_s": round(t_pre, 2),
+        "model_load_wall_s": round(t_load, 2),
+        "transcribe_wall_s": round(t_asr, 2),
+        "index_wall_s": round(t_index, 2),
+        "preprocess_audio_s_per_wall_s": round(audio / t_pre, 1),
+        "transcribe_audio_s_per_wall_s": round(audio / t_asr, 2),
+        "transcribe_speech_s_per_wall_s": round(speech / t_asr, 2),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "engine": f"{settings.engine} {settings.compute_type} on {settings.device}",
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for key, value in report.items():
+            print(f"{key:32} {value}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""The ``asr`` command as a user runs it: settings, spot-check transcription, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from asr_tasks.config import PROJECT_ROOT
+
+ASR = str(Path(sys.executable).parent / "asr")
+
+
+def asr(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("ASR_")}
+    full.update(env or {})
+    return subprocess.run([ASR, *args], env=full, capture_output=True, text=True, timeout=300, cwd=PROJECT_ROOT)
+
+
+def test_config_shows_effective_settings_with_env_overrides() -> None:
+    shown = json.loads(asr("config", "--json", env={"ASR_CHUNK_MAX_SECONDS": "20"}).stdout)
+    assert shown["chunk_max_seconds"] == 20.0 and shown["engine"] == "ctranslate2"
+    assert asr("config", "--get", "gpu_pool").stdout.strip() == "gpu"
+    bad = asr("config", env={"ASR_BEAM_SIZE": "wide"})
+    assert bad.returncode == 2 and "ASR_BEAM_SIZE" in bad.stderr
+
+
+def test_transcribe_reports_bad_files_and_goes_on(tmp_path: Path, jfk: Path, model_dir: Path) -> None:
+    broken = tmp_path / "broken.wav"
+    broken.write_text("this is not audio")
+    proc = asr("transcribe", str(broken), str(jfk), str(tmp_path / "missing.mp3"), "--json",
+               env={"ASR_MODEL_DIR": str(model_dir)})
+    assert proc.returncode == 1
+    assert f"{broken}: not a decodable media file" in proc.stderr
+    assert "missing.mp3: no such file" in proc.stderr
+    [result] = json.loads(proc.stdout)
+    assert result["file"] == str(jfk)
+    text = " ".join(s["text"] for s in result["segments"]).lower()
+    assert "ask not what your country can do for you" in text
+    assert all({"speaker", "start", "end", "text"} <= set(s) for s in result["segments"])
+
+
+def test_missing_model_is_a_clear_error(tmp_path: Path, jfk: Path) -> None:
+    proc = asr("transcribe", str(jfk), env={"ASR_MODEL_DIR": str(tmp_path / "no-model")})
+    assert proc.returncode == 2 and "no-model does not exist" in proc.stderr
