@@ -98,6 +98,7 @@ class LocalStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as tmp:
             tmp.write(data)
+        os.chmod(tmp.name, 0o644)
         os.replace(tmp.name, path)  # atomic: readers never see half an object
 
     def put_file(self, bucket: str, key: str, path: Path) -> None:
@@ -106,6 +107,7 @@ class LocalStore:
         with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".tmp-", delete=False) as tmp:
             with open(path, "rb") as src:
                 shutil.copyfileobj(src, tmp, 1024 * 1024)
+        os.chmod(tmp.name, 0o644)
         os.replace(tmp.name, target)
 
     @contextmanager

@@ -1,0 +1,228 @@
+"""Probing and decoding with real ffmpeg/ffprobe on files made at test time."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from asr_tasks.audio import AudioInfo, InvalidAudio, decode, pcm_duration, probe, read_pcm
+from asr_tasks.config import Settings
+
+DATA = Path(__file__).parent / "data"
+SR = 16000
+RAW = dataclasses.replace(Settings(), loudness_normalize=False)
+NORMALISED = dataclasses.replace(Settings(), loudness_normalize=True)
+
+
+def ffmpeg(*args: str) -> None:
+    subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", *args], check=True)
+
+
+def samples(path: Path) -> np.ndarray:
+    return np.fromfile(path, dtype="<i2")
+
+
+def source_peak(path: Path) -> int:
+    """Peak sample of any channel of a file, as s16."""
+    raw = subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-i", str(path), "-f", "s16le", "-"],
+                         check=True, capture_output=True).stdout
+    return int(np.abs(np.frombuffer(raw, dtype="<i2").astype(np.int32)).max())
+
+
+def dominant_hz(pcm: np.ndarray, sample_rate: int = SR) -> float:
+    spectrum = np.abs(np.fft.rfft(pcm.astype(np.float64)))
+    return float(np.fft.rfftfreq(len(pcm), 1 / sample_rate)[int(np.argmax(spectrum))])
+
+
+@pytest.fixture(scope="module")
+def media(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every test file made once: ffmpeg runs are the slow part."""
+    d = tmp_path_factory.mktemp("media")
+    m = {name: d / name for name in [
+        "two_tones.wav", "identical.wav", "one_side.wav", "aac_in_mp4.wav", "image.png", "video.mp4", "long.mp3",
+    ]}
+    # 8 kHz stereo: 440 Hz on the left, 1000 Hz on the right
+    ffmpeg("-f", "lavfi", "-i", "sine=f=440:d=3:r=8000", "-f", "lavfi", "-i", "sine=f=1000:d=3:r=8000",
+           "-filter_complex", "[0][1]amerge=inputs=2", "-c:a", "pcm_s16le", str(m["two_tones.wav"]))
+    ffmpeg("-f", "lavfi", "-i", "sine=f=440:d=3:r=8000", "-ac", "2", "-c:a", "pcm_s16le", str(m["identical.wav"]))
+    ffmpeg("-f", "lavfi", "-i", "anullsrc=r=8000:cl=mono:d=3", "-f", "lavfi", "-i", "sine=f=440:d=3:r=8000",
+           "-filter_complex", "[0][1]amerge=inputs=2", "-t", "3", "-c:a", "pcm_s16le", str(m["one_side.wav"]))
+    ffmpeg("-f", "lavfi", "-i", "sine=f=440:d=2.5", "-c:a", "aac", "-f", "mp4", str(m["aac_in_mp4.wav"]))
+    ffmpeg("-f", "lavfi", "-i", "color=c=red:s=32x32", "-frames:v", "1", str(m["image.png"]))
+    ffmpeg("-f", "lavfi", "-i", "testsrc=d=1:s=64x64:r=10", "-pix_fmt", "yuv420p", str(m["video.mp4"]))
+    ffmpeg("-f", "lavfi", "-i", "sine=f=440:d=10", "-c:a", "libmp3lame", str(m["long.mp3"]))
+    return m
+
+
+# --- probe -------------------------------------------------------------------------
+
+
+def test_probe_valid_stereo(media: dict[str, Path]) -> None:
+    info = probe(media["two_tones.wav"], RAW)
+    assert info == AudioInfo(format_name="wav", codec="pcm_s16le", channels=2, sample_rate=8000, duration=3.0)
+
+
+def test_probe_rejects_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "empty.wav"
+    path.write_bytes(b"")
+    with pytest.raises(InvalidAudio, match="empty"):
+        probe(path, RAW)
+
+
+def test_probe_rejects_text_named_wav(tmp_path: Path) -> None:
+    path = tmp_path / "notes.wav"
+    path.write_text("this is not audio\n" * 20)
+    with pytest.raises(InvalidAudio, match="not a decodable media file") as err:
+        probe(path, RAW)
+    assert str(path) not in str(err.value)  # the reason, not the temp path
+
+
+def test_probe_rejects_png_named_wav(media: dict[str, Path], tmp_path: Path) -> None:
+    path = tmp_path / "picture.wav"
+    path.write_bytes(media["image.png"].read_bytes())
+    with pytest.raises(InvalidAudio, match="no audio stream.*video"):
+        probe(path, RAW)
+
+
+def test_probe_rejects_video_without_audio(media: dict[str, Path]) -> None:
+    with pytest.raises(InvalidAudio, match="no audio stream.*video"):
+        probe(media["video.mp4"], RAW)
+
+
+def test_probe_rejects_too_long(media: dict[str, Path]) -> None:
+    short_limit = dataclasses.replace(RAW, max_duration_seconds=2.0)
+    with pytest.raises(InvalidAudio, match="too long.*max_duration_seconds"):
+        probe(media["two_tones.wav"], short_limit)
+    assert probe(media["two_tones.wav"], dataclasses.replace(RAW, max_duration_seconds=3.5)).duration == 3.0
+
+
+def test_probe_rejects_too_large(media: dict[str, Path]) -> None:
+    size = media["two_tones.wav"].stat().st_size
+    with pytest.raises(InvalidAudio, match="too large.*max_size_bytes"):
+        probe(media["two_tones.wav"], dataclasses.replace(RAW, max_size_bytes=size - 1))
+    assert probe(media["two_tones.wav"], dataclasses.replace(RAW, max_size_bytes=size)).channels == 2
+
+
+# --- decode ------------------------------------------------------------------------
+
+
+def test_decode_stereo_keeps_both_sides(media: dict[str, Path], tmp_path: Path) -> None:
+    info = probe(media["two_tones.wav"], RAW)
+    out = decode(media["two_tones.wav"], info, tmp_path / "out", RAW)
+    assert sorted(out) == [0, 1]
+    for ch, tone in [(0, 440.0), (1, 1000.0)]:
+        assert out[ch].is_file()
+        assert pcm_duration(out[ch], SR) == pytest.approx(3.0, abs=0.05)
+        assert dominant_hz(samples(out[ch])) == pytest.approx(tone, abs=5)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(p.name for p in out.values())
+
+
+def test_decode_speakers_on_separate_channels(tmp_path: Path) -> None:
+    info = probe(DATA / "stereo_diarization.wav", RAW)
+    out = decode(DATA / "stereo_diarization.wav", info, tmp_path, RAW)
+    assert sorted(out) == [0, 1]
+    assert all(pcm_duration(p, SR) == pytest.approx(info.duration, abs=0.05) for p in out.values())
+    assert not np.array_equal(samples(out[0]), samples(out[1]))
+
+
+@pytest.mark.parametrize("name", ["identical.wav", "one_side.wav"])
+def test_decode_fake_stereo_becomes_mono(media: dict[str, Path], tmp_path: Path, name: str) -> None:
+    info = probe(media[name], RAW)
+    assert info.channels == 2
+    out = decode(media[name], info, tmp_path, RAW)
+    assert list(out) == [-1]
+    pcm = samples(out[-1])
+    assert len(pcm) / SR == pytest.approx(3.0, abs=0.05)
+    assert dominant_hz(pcm) == pytest.approx(440.0, abs=5)  # the side with sound was kept
+    # the louder side as it is, not averaged with a silent one (that would halve the level)
+    assert np.abs(pcm).max() == pytest.approx(source_peak(media[name]), rel=0.1)
+    assert [p.name for p in tmp_path.iterdir()] == [out[-1].name]  # the dropped side is gone
+
+
+def test_decode_ignores_extension(media: dict[str, Path], tmp_path: Path) -> None:
+    info = probe(media["aac_in_mp4.wav"], RAW)
+    assert info.codec == "aac" and "mp4" in info.format_name
+    out = decode(media["aac_in_mp4.wav"], info, tmp_path, RAW)
+    assert list(out) == [-1]
+    assert pcm_duration(out[-1], SR) == pytest.approx(2.5, abs=0.05)
+    assert dominant_hz(samples(out[-1])) == pytest.approx(440.0, abs=5)
+
+
+def test_decode_mono_16k_is_sample_exact(tmp_path: Path) -> None:
+    """Without loudness normalisation a 16 kHz mono s16 file passes through unchanged."""
+    rng = np.random.default_rng(0)
+    original = (rng.standard_normal(SR * 2) * 3000).clip(-32768, 32767).astype("<i2")
+    src = tmp_path / "src.wav"
+    raw = tmp_path / "src.pcm"
+    original.tofile(raw)
+    ffmpeg("-f", "s16le", "-ar", str(SR), "-ac", "1", "-i", str(raw), "-c:a", "pcm_s16le", str(src))
+    out = decode(src, probe(src, RAW), tmp_path / "out", RAW)
+    np.testing.assert_array_equal(samples(out[-1]), original)
+    sl = read_pcm(out[-1], SR, 0.5, 0.75)
+    assert sl.dtype == np.float32
+    np.testing.assert_array_equal(sl, original[8000:12000].astype(np.float32) / 32768.0)
+
+
+def test_decode_with_loudness_normalisation(media: dict[str, Path], tmp_path: Path) -> None:
+    info = probe(media["two_tones.wav"], NORMALISED)
+    plain = decode(media["two_tones.wav"], info, tmp_path / "plain", RAW)
+    norm = decode(media["two_tones.wav"], info, tmp_path / "norm", NORMALISED)
+    assert sorted(norm) == [0, 1]
+    for ch in (0, 1):
+        assert norm[ch].is_file() and not norm[ch].name.endswith(".raw.pcm")
+        assert abs(norm[ch].stat().st_size - plain[ch].stat().st_size) <= 2 * 160  # ±10 ms of samples
+        assert dominant_hz(samples(norm[ch])) == pytest.approx(dominant_hz(samples(plain[ch])), abs=5)
+    assert not list((tmp_path / "norm").glob("*.raw.pcm"))
+
+
+def test_decode_truncated_wav(tmp_path: Path) -> None:
+    """A WAV whose header declares 10 s but holds 1 s: either refused with a reason, or the 1 s."""
+    full = tmp_path / "full.wav"
+    ffmpeg("-f", "lavfi", "-i", "sine=f=440:d=10:r=16000", "-c:a", "pcm_s16le", str(full))
+    cut = tmp_path / "cut.wav"
+    data = full.read_bytes()
+    cut.write_bytes(data[: len(data) // 10])
+    try:
+        out = decode(cut, probe(cut, RAW), tmp_path / "out", RAW)
+    except InvalidAudio as exc:
+        assert str(exc)
+    else:
+        assert list(out) == [-1]
+        assert pcm_duration(out[-1], SR) == pytest.approx(1.0, abs=0.05)
+
+
+def test_decode_truncated_mp3(media: dict[str, Path], tmp_path: Path) -> None:
+    """An mp3 cut to a tenth: its header still says 10 s, so it is refused as truncated or decoded short."""
+    cut = tmp_path / "cut.mp3"
+    data = media["long.mp3"].read_bytes()
+    cut.write_bytes(data[: len(data) // 10])
+    try:
+        out = decode(cut, probe(cut, RAW), tmp_path / "out", RAW)
+    except InvalidAudio as exc:
+        assert "truncated" in str(exc) or "decod" in str(exc)
+    else:
+        assert list(out) == [-1]
+        assert 0 < pcm_duration(out[-1], SR) <= 1.2
+
+
+# --- read_pcm ----------------------------------------------------------------------
+
+
+def test_read_pcm_slices(tmp_path: Path) -> None:
+    ramp = (np.arange(SR * 3) % 32768).astype("<i2")
+    path = tmp_path / "ramp.pcm"
+    ramp.tofile(path)
+    whole = read_pcm(path, SR)
+    assert whole.dtype == np.float32 and len(whole) == len(ramp)
+    np.testing.assert_array_equal(whole, ramp.astype(np.float32) / 32768.0)
+    part = read_pcm(path, SR, 1.25, 2.0)
+    assert len(part) == 12000
+    assert part[0] * 32768 == ramp[20000] and part[-1] * 32768 == ramp[31999]
+    assert len(read_pcm(path, SR, 2.5, 99.0)) == SR // 2  # end clamps to the file
+    assert len(read_pcm(path, SR, -1.0, 0.5)) == SR // 2  # start clamps to 0
+    assert len(read_pcm(path, SR, 5.0, 6.0)) == 0
+    assert np.abs(whole).max() < 1.0

@@ -1,0 +1,187 @@
+"""Settings: defaults < YAML file < ASR_* environment variables."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from asr_tasks.config import DEFAULT_CONFIG_FILE, PROJECT_ROOT, ConfigError, Settings, load_settings
+
+
+def write_yaml(tmp_path: Path, text: str, name: str = "config.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults() -> None:
+    s = Settings()
+    assert s.sample_rate == 16000
+    assert s.chunk_max_seconds == 30.0
+    assert s.loudness_normalize is True
+    assert s.language is None
+    assert s.channel_speakers == {"0": "agent", "1": "customer"}
+    assert s.max_size_bytes == 4 * 1024**3
+    assert s.store_backend == "local"
+
+
+def test_default_dict_is_not_shared_between_instances() -> None:
+    a, b = Settings(), Settings()
+    assert a.channel_speakers == b.channel_speakers
+    assert a.channel_speakers is not b.channel_speakers
+
+
+def test_empty_yaml_gives_defaults(tmp_path: Path) -> None:
+    assert load_settings(config_file=write_yaml(tmp_path, ""), env={}) == Settings()
+
+
+def test_shipped_config_file_matches_defaults() -> None:
+    """include/config.yaml documents the defaults; it must not silently change them."""
+    assert DEFAULT_CONFIG_FILE.is_file()
+    assert load_settings(env={}) == Settings()
+
+
+def test_yaml_overrides_defaults(tmp_path: Path) -> None:
+    path = write_yaml(
+        tmp_path,
+        "chunk_max_seconds: 20\n"
+        "language: en\n"
+        "loudness_normalize: false\n"
+        "beam_size: 2\n"
+        "channel_speakers: {'0': rep, '1': caller}\n",
+    )
+    s = load_settings(config_file=path, env={})
+    assert s.chunk_max_seconds == 20.0 and isinstance(s.chunk_max_seconds, float)
+    assert s.language == "en"
+    assert s.loudness_normalize is False
+    assert s.beam_size == 2
+    assert s.channel_speakers == {"0": "rep", "1": "caller"}
+    # untouched fields keep their defaults
+    assert s.sample_rate == Settings().sample_rate
+    assert s.engine == Settings().engine
+
+
+def test_yaml_null_for_optional_field(tmp_path: Path) -> None:
+    s = load_settings(config_file=write_yaml(tmp_path, "language: null\n"), env={})
+    assert s.language is None
+
+
+def test_env_overrides_yaml(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path, "chunk_max_seconds: 20\nlanguage: en\nbeam_size: 2\n")
+    s = load_settings(config_file=path, env={"ASR_CHUNK_MAX_SECONDS": "12.5", "ASR_LANGUAGE": "zh"})
+    assert s.chunk_max_seconds == 12.5
+    assert s.language == "zh"
+    assert s.beam_size == 2  # from YAML, not overridden
+
+
+def test_env_overrides_defaults_without_yaml_value(tmp_path: Path) -> None:
+    s = load_settings(config_file=write_yaml(tmp_path, ""), env={"ASR_GPU_POOL": "gpus"})
+    assert s.gpu_pool == "gpus"
+
+
+def test_asr_config_env_names_the_file(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path, "beam_size: 3\n", name="other.yaml")
+    assert load_settings(env={"ASR_CONFIG": str(path)}).beam_size == 3
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("1", True), ("true", True), ("Yes", True), ("on", True), ("0", False), ("false", False), ("NO", False), ("off", False)],
+)
+def test_env_bool_coercion(tmp_path: Path, raw: str, expected: bool) -> None:
+    s = load_settings(config_file=write_yaml(tmp_path, ""), env={"ASR_LOUDNESS_NORMALIZE": raw})
+    assert s.loudness_normalize is expected
+
+
+def test_env_int_float_coercion(tmp_path: Path) -> None:
+    env = {"ASR_BEAM_SIZE": "8", "ASR_VAD_THRESHOLD": "0.35", "ASR_MAX_DURATION_SECONDS": "60"}
+    s = load_settings(config_file=write_yaml(tmp_path, ""), env=env)
+    assert s.beam_size == 8 and type(s.beam_size) is int
+    assert s.vad_threshold == 0.35 and type(s.vad_threshold) is float
+    assert s.max_duration_seconds == 60.0 and type(s.max_duration_seconds) is float
+
+
+def test_env_dict_coercion(tmp_path: Path) -> None:
+    s = load_settings(config_file=write_yaml(tmp_path, ""), env={"ASR_CHANNEL_SPEAKERS": '{"0":"a","1":"b"}'})
+    assert s.channel_speakers == {"0": "a", "1": "b"}
+    assert s.speaker_for_channel(1) == "b"
+    assert s.speaker_for_channel(5) == "channel5"
+
+
+def test_dict_values_become_strings(tmp_path: Path) -> None:
+    s = load_settings(config_file=write_yaml(tmp_path, "channel_speakers: {0: 7, 1: customer}\n"), env={})
+    assert s.channel_speakers == {"0": "7", "1": "customer"}
+
+
+@pytest.mark.parametrize("raw", ["auto", "none", "null", "", "AUTO"])
+def test_env_none_coercion(tmp_path: Path, raw: str) -> None:
+    path = write_yaml(tmp_path, "language: en\n")
+    assert load_settings(config_file=path, env={"ASR_LANGUAGE": raw}).language is None
+
+
+def test_unknown_yaml_key_names_file_and_key(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path, "beam_size: 2\nchunk_max_secs: 10\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(config_file=path, env={})
+    assert str(path) in str(err.value)
+    assert "chunk_max_secs" in str(err.value)
+
+
+def test_bad_yaml_value_names_file_and_field(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path, "beam_size: five\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(config_file=path, env={})
+    assert str(path) in str(err.value)
+    assert "beam_size" in str(err.value)
+
+
+def test_empty_yaml_value_for_required_field(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path, "beam_size:\n")
+    with pytest.raises(ConfigError, match="beam_size") as err:
+        load_settings(config_file=path, env={})
+    assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("var", "raw"),
+    [
+        ("ASR_BEAM_SIZE", "abc"),
+        ("ASR_VAD_THRESHOLD", "half"),
+        ("ASR_LOUDNESS_NORMALIZE", "maybe"),
+        ("ASR_CHANNEL_SPEAKERS", "{not json"),
+        ("ASR_CHANNEL_SPEAKERS", '["agent", "customer"]'),
+    ],
+)
+def test_bad_env_value_names_the_variable(tmp_path: Path, var: str, raw: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(config_file=write_yaml(tmp_path, ""), env={var: raw})
+    assert var in str(err.value)
+
+
+def test_yaml_that_is_not_a_mapping(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path, "- beam_size\n- 2\n")
+    with pytest.raises(ConfigError, match="mapping") as err:
+        load_settings(config_file=path, env={})
+    assert str(path) in str(err.value)
+
+
+def test_missing_config_file_is_an_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yaml"
+    with pytest.raises(ConfigError) as err:
+        load_settings(config_file=missing, env={})
+    assert str(missing) in str(err.value)
+
+
+def test_path_resolves_relative_against_project_root(tmp_path: Path) -> None:
+    s = Settings()
+    assert s.path("store_root") == PROJECT_ROOT / "var" / "store"
+    assert s.path("index_path").is_absolute()
+    s2 = load_settings(config_file=write_yaml(tmp_path, f"work_dir: {tmp_path / 'w'}\n"), env={})
+    assert s2.path("work_dir") == tmp_path / "w"
+
+
+def test_settings_are_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Settings().beam_size = 1  # type: ignore[misc]
