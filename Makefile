@@ -17,7 +17,7 @@ export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN := sqlite:///$(CURDIR)/var/airflow/ai
 export HF_HUB_OFFLINE := 1
 export PYTHONWARNINGS := ignore
 
-.PHONY: demo test setup system-deps venv model airflow-init standalone clean
+.PHONY: demo test test-celery setup system-deps venv model airflow-init standalone clean
 
 demo: setup airflow-init
 	@echo "== writing the demo corpus for $(DEMO_DATE)"
@@ -34,18 +34,26 @@ demo: setup airflow-init
 	$(BIN)/asr search "guarantee"
 	@echo "== search: policy number (agent AG-1002 only)"
 	$(BIN)/asr search "policy number" --agent AG-1002
+	@echo "== QA audit of $(DEMO_DATE) (the qa_audit_nightly DAG)"
+	@$(BIN)/airflow dags test qa_audit_nightly $(DEMO_DATE) > var/demo-audit.log 2>&1 \
+	  || { tail -n 60 var/demo-audit.log; exit 1; }
+	$(BIN)/asr audit --date $(DEMO_DATE)
 
 test: setup
 	$(BIN)/python -m pytest
 
+# Airflow on CeleryExecutor against the local PostgreSQL and Redis (about 3-4 minutes).
+test-celery: setup
+	$(BIN)/python -m pytest -m celery -s
+
 setup: system-deps venv model
 
 system-deps:
-	@missing=""; for tool in ffmpeg ffprobe espeak-ng; do command -v $$tool >/dev/null || missing=1; done; \
+	@missing=""; for tool in ffmpeg ffprobe espeak-ng chromium; do command -v $$tool >/dev/null || missing=1; done; \
 	if [ -n "$$missing" ]; then \
-	  echo "== installing ffmpeg and espeak-ng (apt)"; \
+	  echo "== installing ffmpeg, espeak-ng and chromium (apt; chromium drives the search page's browser test)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq ffmpeg espeak-ng >/dev/null; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq ffmpeg espeak-ng chromium >/dev/null; \
 	fi
 
 venv: $(VENV)/.installed
@@ -64,8 +72,7 @@ model: venv
 airflow-init: venv
 	@mkdir -p var/airflow
 	@$(BIN)/airflow db migrate > var/airflow/db-migrate.log 2>&1 || { tail -n 30 var/airflow/db-migrate.log; exit 1; }
-	@$(BIN)/airflow pools set $$($(BIN)/asr config --get gpu_pool) $$($(BIN)/asr config --get gpu_pool_slots) \
-	  "ASR transcription slots (GPUs x streams per GPU)" > /dev/null
+	@$(BIN)/asr pools --apply > /dev/null
 
 standalone: setup airflow-init
 	$(BIN)/airflow standalone

@@ -3,20 +3,36 @@
 The file's extension is never trusted: ffprobe decides what a file is. Anything
 that cannot be turned into audio raises ``InvalidAudio`` with a reason a person
 can act on, so the recording is quarantined instead of failing the batch.
+
+Commands are built with ffmpeg-python and run as subprocesses that read and write
+files on disk; Python only ever touches the decoded PCM in fixed-size blocks, so a
+worker's memory does not grow with the length of the recording.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
+import struct
 import subprocess
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Iterator
 
+import ffmpeg
 import numpy as np
 
 from asr_tasks.config import Settings
 
 BYTES_PER_SAMPLE = 2  # s16le
+BLOCK_SAMPLES = 1 << 20  # 64 s of 16 kHz PCM per block read
+LOUDNESS_RANGE_LU = 11.0  # loudnorm's LRA target for one-pass (dynamic) normalisation
+STDERR_LINES = 64  # how much of ffmpeg's log is kept to explain a failure or read a measurement
+_FFMPEG = ["ffmpeg", "-nostdin", "-hide_banner", "-nostats"]
+_PCM_OUT = {"f": "s16le", "acodec": "pcm_s16le", "ac": 1}
+_LOG_PREFIX = re.compile(r"^\[[^\]]* @ 0x[0-9a-f]+\] ")
 
 
 class InvalidAudio(Exception):
@@ -33,28 +49,24 @@ class AudioInfo:
 
 
 def probe(path: Path, settings: Settings) -> AudioInfo:
-    """Validate a file with ffprobe before anything else touches it."""
+    """Validate a file with ffprobe (and its own header, for WAV) before anything else touches it."""
     size = path.stat().st_size
     if size == 0:
         raise InvalidAudio("empty file (0 bytes)")
     if size > settings.max_size_bytes:
         raise InvalidAudio(f"file too large: {size} bytes > max_size_bytes {settings.max_size_bytes}")
-    proc = subprocess.run(
-        ["ffprobe", "-v", "error", "-print_format", "json", "-show_format", "-show_streams", str(path)],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        detail = _last_line(proc.stderr).replace(f"{path}: ", "") or f"ffprobe exit code {proc.returncode}"
-        raise InvalidAudio(f"not a decodable media file: {detail}")
-    meta = json.loads(proc.stdout or "{}")
+    try:
+        meta = ffmpeg.probe(str(path), v="error")
+    except ffmpeg.Error as exc:
+        stderr = exc.stderr.decode("utf-8", "replace") if exc.stderr else ""
+        raise InvalidAudio(f"not a decodable media file: {_probe_error(stderr, path)}") from None
     streams = meta.get("streams", [])
+    fmt = meta.get("format", {})
     audio = [s for s in streams if s.get("codec_type") == "audio"]
     if not audio:
-        found = ", ".join(sorted({str(s.get("codec_type")) for s in streams})) or "nothing"
-        raise InvalidAudio(f"no audio stream (found: {found})")
+        kinds = ", ".join(sorted({str(s.get("codec_type")) for s in streams})) or "no streams"
+        raise InvalidAudio(f"no audio stream: the file holds {kinds} ({fmt.get('format_name', 'unknown format')})")
     stream = audio[0]
-    fmt = meta.get("format", {})
     duration = _float(stream.get("duration")) or _float(fmt.get("duration"))
     if duration is not None and duration > settings.max_duration_seconds:
         raise InvalidAudio(
@@ -63,8 +75,15 @@ def probe(path: Path, settings: Settings) -> AudioInfo:
     channels = int(stream.get("channels") or 0)
     if channels < 1:
         raise InvalidAudio("audio stream has no channels")
+    format_name = str(fmt.get("format_name", ""))
+    if format_name == "wav":
+        declared = _wav_declared_seconds(path)
+        if declared is not None and _is_truncated(declared, duration or 0.0):
+            raise InvalidAudio(
+                f"truncated: the WAV header declares {declared:.1f} s of audio, the file holds {duration or 0.0:.1f} s"
+            )
     return AudioInfo(
-        format_name=str(fmt.get("format_name", "")),
+        format_name=format_name,
         codec=str(stream.get("codec_name", "")),
         channels=channels,
         sample_rate=int(stream.get("sample_rate") or 0),
@@ -85,50 +104,56 @@ def decode(path: Path, info: AudioInfo, out_dir: Path, settings: Settings) -> di
     so a silent side's hiss is never amplified into something the VAD calls speech.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    raw: dict[int, Path] = {}
-    graph, args = [], []
-    for ch in channel_plan(info):
-        label = f"ch{ch}" if ch >= 0 else "mix"
-        if ch >= 0:
-            chain = f"pan=mono|c0=c{ch}"
-        elif info.channels > 1:
-            chain = "pan=mono|c0=" + "+".join(f"{1 / info.channels:.6f}*c{i}" for i in range(info.channels))
-        else:
-            chain = "anull"
-        graph.append(f"[0:a:0]{chain},aresample={settings.sample_rate}[{label}]")
-        raw[ch] = out_dir / f"{label}.raw.pcm"
-        args += ["-map", f"[{label}]", "-ac", "1", "-ar", str(settings.sample_rate), "-f", "s16le",
-                 "-acodec", "pcm_s16le", str(raw[ch])]
-    _ffmpeg(["-i", str(path), "-filter_complex", ";".join(graph), *args], "decoding failed")
+    raw = _split_channels(path, info, out_dir, settings)
     decoded = max(pcm_duration(p, settings.sample_rate) for p in raw.values())
     if decoded <= 0:
         raise InvalidAudio("no audio data could be decoded")
-    if info.duration > 1.0 and decoded < 0.5 * info.duration:
-        raise InvalidAudio(f"truncated: decoded {decoded:.1f} s of the {info.duration:.1f} s its header declares")
+    if decoded > settings.max_duration_seconds:
+        raise InvalidAudio(f"too long: more than max_duration_seconds {settings.max_duration_seconds:.0f} s decoded")
+    if _is_truncated(info.duration, decoded):
+        raise InvalidAudio(
+            f"truncated or corrupt: decoded {decoded:.1f} s of the {info.duration:.1f} s its header declares"
+        )
     if len(raw) == 2:
         raw = _fold_stereo(raw[0], raw[1])
     outputs: dict[int, Path] = {}
     for ch, pcm in raw.items():
         outputs[ch] = out_dir / pcm.name.replace(".raw", "")
         if settings.loudness_normalize:
-            _ffmpeg(["-f", "s16le", "-ar", str(settings.sample_rate), "-ac", "1", "-i", str(pcm),
-                     "-af", f"loudnorm=I=-23:TP=-2:LRA=11,aresample={settings.sample_rate},"
-                     "aformat=sample_fmts=s16:channel_layouts=mono",
-                     "-f", "s16le", "-acodec", "pcm_s16le", str(outputs[ch])], "loudness normalisation failed")
-            pcm.unlink()
+            normalise_loudness(pcm, outputs[ch], settings)
         else:
             pcm.rename(outputs[ch])
     return outputs
 
 
+def _split_channels(path: Path, info: AudioInfo, out_dir: Path, settings: Settings) -> dict[int, Path]:
+    """One ffmpeg pass: each planned channel (or the mix) resampled into its own raw PCM file."""
+    plan = channel_plan(info)
+    audio = ffmpeg.input(str(path))["a:0"]
+    branches = audio.filter_multi_output("asplit", len(plan)) if len(plan) > 1 else None
+    paths: dict[int, Path] = {}
+    outputs = []
+    for i, ch in enumerate(plan):
+        stream = branches[i] if branches is not None else audio
+        if ch >= 0:
+            stream = stream.filter("pan", f"mono|c0<c{ch}")
+        elif info.channels > 1:  # "<" renormalises the gains: the plain mean of all channels
+            stream = stream.filter("pan", "mono|c0<" + "+".join(f"c{c}" for c in range(info.channels)))
+        stream = stream.filter("aresample", settings.sample_rate)
+        paths[ch] = out_dir / (f"ch{ch}.raw.pcm" if ch >= 0 else "mix.raw.pcm")
+        # -t stops a file whose header hides its length one second past the limit
+        outputs.append(ffmpeg.output(stream, str(paths[ch]), ar=settings.sample_rate,
+                                     t=settings.max_duration_seconds + 1, **_PCM_OUT))
+    _run(ffmpeg.merge_outputs(*outputs), "decoding failed")
+    return paths
+
+
 def _fold_stereo(left: Path, right: Path) -> dict[int, Path]:
     """Keep both sides of a real two-party call; fold copies and one-sided files to mono."""
     e_left = e_right = e_diff = 0.0
-    a_all, b_all = np.memmap(left, dtype="<i2", mode="r"), np.memmap(right, dtype="<i2", mode="r")
-    n = min(len(a_all), len(b_all))
-    for offset in range(0, n, 1 << 20):
-        a = a_all[offset : offset + (1 << 20)].astype(np.float64)
-        b = b_all[offset : offset + (1 << 20)].astype(np.float64)
+    for a16, b16 in zip(pcm_blocks(left), pcm_blocks(right)):
+        n = min(len(a16), len(b16))
+        a, b = a16[:n].astype(np.float64), b16[:n].astype(np.float64)
         e_left += float(a @ a)
         e_right += float(b @ b)
         e_diff += float((a - b) @ (a - b))
@@ -143,23 +168,150 @@ def _fold_stereo(left: Path, right: Path) -> dict[int, Path]:
     return {0: left, 1: right}
 
 
-def _ffmpeg(args: list[str], what: str) -> None:
-    proc = subprocess.run(["ffmpeg", "-nostdin", "-hide_banner", "-v", "error", "-y", *args],
-                          capture_output=True, text=True)
+def normalise_loudness(raw: Path, out: Path, settings: Settings) -> None:
+    """EBU R128 loudness normalisation of one channel's PCM into ``out``; ``raw`` is consumed.
+
+    Recordings of at least ``loudness_two_pass_min_seconds`` get two passes: measure the
+    whole channel, then apply one linear gain (loudnorm falls back to dynamic mode itself
+    when that gain would push true peaks over the limit). A single gain keeps a long
+    call's quiet and loud passages in proportion, where the one-pass (dynamic) mode
+    rides the level like an automatic gain control; short clips keep the one pass.
+    """
+    sr = settings.sample_rate
+    targets: dict[str, Any] = {"I": settings.loudness_target_lufs, "TP": settings.loudness_true_peak_db,
+                               "LRA": LOUDNESS_RANGE_LU}
+    if pcm_duration(raw, sr) >= settings.loudness_two_pass_min_seconds:
+        measured = measure_loudness(raw, settings)
+        if not math.isfinite(measured["input_i"]):  # digital silence: no level to correct
+            raw.rename(out)
+            return
+        targets.update(
+            # linear mode needs the target range to cover the measured one; the range is not compressed
+            LRA=min(50.0, max(LOUDNESS_RANGE_LU, measured["input_lra"])),
+            measured_I=_clamp(measured["input_i"], -99.0, 0.0),
+            measured_TP=_clamp(measured["input_tp"], -99.0, 99.0),
+            measured_LRA=_clamp(measured["input_lra"], 0.01, 99.0),  # 0 would mean "not measured"
+            measured_thresh=_clamp(measured["input_thresh"], -99.0, -0.01),
+            linear="true",
+        )
+    stream = (
+        ffmpeg.input(str(raw), f="s16le", ar=sr, ac=1)
+        .filter("loudnorm", **targets)
+        .filter("aresample", sr)
+        .filter("aformat", sample_fmts="s16", channel_layouts="mono")
+    )
+    _run(ffmpeg.output(stream, str(out), ar=sr, **_PCM_OUT), "loudness normalisation failed")
+    raw.unlink()
+
+
+def measure_loudness(pcm: Path, settings: Settings) -> dict[str, float]:
+    """Integrated loudness, true peak, loudness range and gate threshold of a PCM file.
+
+    loudnorm runs in linear mode at unity gain (measured_I = target): its input
+    statistics are the same EBU R128 measurement a dynamic first pass reports, without
+    the cost of the dynamic gain and limiter it would compute and throw away.
+    """
+    target = settings.loudness_target_lufs
+    stream = ffmpeg.input(str(pcm), f="s16le", ar=settings.sample_rate, ac=1).filter(
+        "loudnorm", I=target, TP=settings.loudness_true_peak_db, LRA=LOUDNESS_RANGE_LU,
+        measured_I=target, measured_TP=-99, measured_LRA=1, measured_thresh=target - 10,
+        linear="true", print_format="json",
+    )
+    log = _run(ffmpeg.output(stream, "-", f="null"), "loudness measurement failed", loglevel="info")
+    try:
+        first = max(i for i, line in enumerate(log) if line.strip() == "{")
+        last = max(i for i, line in enumerate(log) if line.strip() == "}")
+        report = json.loads("\n".join(log[first : last + 1]))
+        return {key: float(report[key]) for key in ("input_i", "input_tp", "input_lra", "input_thresh")}
+    except (ValueError, KeyError) as exc:
+        raise InvalidAudio(f"loudness measurement failed: no loudnorm report ({exc})") from None
+
+
+def _run(stream_spec: Any, what: str, loglevel: str = "error") -> list[str]:
+    """Run an ffmpeg-python command; returns the tail of its log, raises InvalidAudio on failure.
+
+    Only the last lines of the log are kept: a damaged file can make ffmpeg report an
+    error per packet, and the last one is the one that explains the failure.
+    """
+    args = ffmpeg.compile(stream_spec, cmd=[*_FFMPEG, "-v", loglevel], overwrite_output=True)
+    tail: deque[str] = deque(maxlen=STDERR_LINES)
+    with subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, errors="replace") as proc:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            tail.append(line.rstrip("\n"))
     if proc.returncode != 0:
-        raise InvalidAudio(f"{what}: {_last_line(proc.stderr) or f'ffmpeg exit code {proc.returncode}'}")
+        raise InvalidAudio(f"{what}: {_last_line(tail) or f'ffmpeg exit code {proc.returncode}'}")
+    return list(tail)
 
 
 def pcm_duration(path: Path, sample_rate: int) -> float:
     return path.stat().st_size / BYTES_PER_SAMPLE / sample_rate
 
 
+def pcm_blocks(path: Path, block_samples: int = BLOCK_SAMPLES) -> Iterator[np.ndarray]:
+    """The s16 samples of a PCM file, one block at a time: memory stays flat however long the file."""
+    with open(path, "rb") as fh:
+        while True:
+            block = np.fromfile(fh, dtype="<i2", count=block_samples)
+            if not len(block):
+                return
+            yield block
+
+
 def read_pcm(path: Path, sample_rate: int, start: float = 0.0, end: float | None = None) -> np.ndarray:
-    """A float32 slice of a PCM file, read through a memory map so long files cost no RAM."""
-    pcm = np.memmap(path, dtype="<i2", mode="r")
-    lo = max(0, int(round(start * sample_rate)))
-    hi = len(pcm) if end is None else min(len(pcm), int(round(end * sample_rate)))
-    return pcm[lo:hi].astype(np.float32) / 32768.0
+    """A float32 slice of a PCM file; only the slice is read, so long files cost no RAM."""
+    total = path.stat().st_size // BYTES_PER_SAMPLE
+    lo = min(total, max(0, int(round(start * sample_rate))))
+    hi = total if end is None else min(total, int(round(end * sample_rate)))
+    if hi <= lo:
+        return np.zeros(0, dtype=np.float32)
+    pcm = np.fromfile(path, dtype="<i2", count=hi - lo, offset=lo * BYTES_PER_SAMPLE)
+    return pcm.astype(np.float32) / 32768.0
+
+
+def _is_truncated(declared: float, available: float) -> bool:
+    """More than a second (and 5 %) missing: an incomplete upload, not encoder padding."""
+    return declared - available > max(1.0, 0.05 * declared)
+
+
+def _wav_declared_seconds(path: Path) -> float | None:
+    """Seconds of audio a RIFF/WAVE header promises; None when it does not say (streamed WAVs)."""
+    with open(path, "rb") as fh:
+        head = fh.read(12)
+        if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+            return None
+        byte_rate = 0
+        for _ in range(64):  # chunks before "data": fmt, LIST, fact, ...
+            header = fh.read(8)
+            if len(header) < 8:
+                return None
+            chunk_id, chunk_size = header[:4], struct.unpack("<I", header[4:])[0]
+            if chunk_id == b"fmt ":
+                fmt = fh.read(chunk_size + (chunk_size & 1))
+                if len(fmt) >= 12:
+                    byte_rate = struct.unpack("<I", fmt[8:12])[0]
+            elif chunk_id == b"data":
+                if byte_rate == 0 or chunk_size in (0, 0xFFFFFFFF):
+                    return None
+                return chunk_size / byte_rate
+            else:
+                fh.seek(chunk_size + (chunk_size & 1), 1)
+    return None
+
+
+def _probe_error(stderr: str, path: Path) -> str:
+    """ffprobe's last two distinct complaints, without the temp path or the demuxer's address."""
+    lines: list[str] = []
+    for line in stderr.splitlines():
+        line = _LOG_PREFIX.sub("", line.strip().replace(f"{path}: ", ""))
+        if line and line not in lines:
+            lines.append(line)
+    return "; ".join(lines[-2:]) or "ffprobe failed"
+
+
+def _clamp(value: float, lo: float, hi: float) -> float:
+    return min(hi, max(lo, value))
 
 
 def _float(value: object) -> float | None:
@@ -170,6 +322,6 @@ def _float(value: object) -> float | None:
     return result if result == result and result > 0 else None  # drop NaN and zero
 
 
-def _last_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else ""
+def _last_line(lines: Any) -> str:
+    meaningful = [line.strip() for line in lines if line.strip()]
+    return meaningful[-1] if meaningful else ""

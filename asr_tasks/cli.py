@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import subprocess
 import sys
 import tempfile
 from datetime import date
@@ -22,6 +23,9 @@ def _print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
+SECRET_WORDS = ("password", "secret", "api_key", "token")
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     settings = get_settings().as_dict()
     if args.get:
@@ -31,10 +35,12 @@ def cmd_config(args: argparse.Namespace) -> int:
         value = settings[args.get]
         print(json.dumps(value) if isinstance(value, (dict, list)) else value)
         return 0
+    # Secrets are shown as set or not, never in clear (the output lands in logs and tickets).
+    shown = {k: ("***" if v and any(w in k for w in SECRET_WORDS) else v) for k, v in settings.items()}
     if args.json:
-        _print_json(settings)
+        _print_json(shown)
     else:
-        sys.stdout.write(yaml.safe_dump(settings, allow_unicode=True, sort_keys=False))
+        sys.stdout.write(yaml.safe_dump(shown, allow_unicode=True, sort_keys=False))
     return 0
 
 
@@ -74,10 +80,9 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             rec = recording_for_file(path)
             with tempfile.TemporaryDirectory() as work:
                 pre, pcm_paths = preprocess_local(rec, path, Path(work), settings)
-                segments = []
-                for chunk in pre.chunks:
-                    audio = read_pcm(pcm_paths[chunk.channel], settings.sample_rate, chunk.start, chunk.end)
-                    segments.extend(engine.transcribe(chunk, audio))
+                items = [(chunk, read_pcm(pcm_paths[chunk.channel], settings.sample_rate, chunk.start, chunk.end))
+                         for chunk in pre.chunks]
+                segments = [seg for chunk_segments in engine.transcribe_batch(items) for seg in chunk_segments]
             transcript = build_transcript(pre, segments, engine.model_name)
         except InvalidAudio as exc:
             print(f"{name}: {exc}", file=sys.stderr)
@@ -86,7 +91,8 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         segs = [{"speaker": s.speaker, "channel": s.channel, "start": s.start, "end": s.end, "text": s.text}
                 for s in transcript.segments]
         results.append({"file": name, "duration": transcript.duration, "language": transcript.language,
-                        "state": transcript.state, "segments": segs})
+                        "state": transcript.state, "quality": transcript.quality,
+                        "quality_failures": transcript.quality_failures, "segments": segs})
         if not args.json:
             print(f"== {name} ({transcript.duration:.1f} s, {transcript.language or '?'})")
             for s in segs:
@@ -96,36 +102,105 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_pools(args: argparse.Namespace) -> int:
+    """The Airflow pools the project needs, from the settings; ``--apply`` sets them with the Airflow CLI."""
+    from asr_tasks.engines.devices import pool_spec
+
+    spec = pool_spec(get_settings())
+    if not args.apply:
+        _print_json(spec)
+        return 0
+    airflow = Path(sys.executable).with_name("airflow")
+    command = str(airflow) if airflow.exists() else "airflow"
+    for name, pool in spec.items():
+        proc = subprocess.run([command, "pools", "set", name, str(pool["slots"]), str(pool["description"])],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(f"asr: airflow pools set {name} failed: {proc.stderr.strip() or proc.stdout.strip()}",
+                  file=sys.stderr)
+            return 1
+        print(f"pool {name}: {pool['slots']} slots")
+    return 0
+
+
 def _format_highlight(text: str, tty: bool) -> str:
     on, off = ("\033[1m", "\033[0m") if tty else ("**", "**")
     return text.replace("<em>", on).replace("</em>", off)
 
 
-def cmd_search(args: argparse.Namespace) -> int:
-    from asr_tasks.index import open_index
+def _table(header: Sequence[str], rows: list[list[str]]) -> str:
+    """Left-aligned columns; the last one is not padded, so long text wraps naturally."""
+    widths = [max(len(str(r[i])) for r in [list(header), *rows]) for i in range(len(header) - 1)]
+    lines = []
+    for row in [list(header), *rows]:
+        cells = [str(c).ljust(w) for c, w in zip(row, widths)]
+        lines.append("  ".join([*cells, str(row[-1])]).rstrip())
+    return "\n".join(lines)
 
-    hits = open_index(get_settings()).search(
-        args.query, date_from=args.date_from, date_to=args.date_to, agent=args.agent,
-        speaker=args.speaker, limit=args.limit,
-    )
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from asr_tasks.index import Filters, IndexBackendError, open_index
+    from asr_tasks.index.query import clock
+
+    filters = Filters(args.date_from, args.date_to, args.agent, args.speaker, args.quality)
+    try:
+        index = open_index(get_settings())
+        if args.counts:
+            counts = index.counts(args.query, filters)
+            if args.json:
+                _print_json([c.to_dict() for c in counts])
+            elif counts:
+                print(_table(["AGENT", "DAY", "SEGMENTS", "CALLS"],
+                             [[c.agent_id or "-", c.call_date or "-", str(c.segments), str(c.recordings)]
+                              for c in counts]))
+            else:
+                print(f"no hits for {args.query!r}")
+            return 0
+        page = index.search_page(args.query, filters, size=args.limit, after=args.after)
+    except ValueError as exc:  # a page cursor or an index setting that is not valid
+        print(f"asr: {exc}", file=sys.stderr)
+        return 2
+    except IndexBackendError as exc:
+        print(f"asr: index error: {exc}", file=sys.stderr)
+        return 1
     if args.json:
-        _print_json([h.to_dict() for h in hits])
+        _print_json([h.to_dict() for h in page.hits])
+        if page.next_after:
+            print(f"next page: --after {page.next_after}", file=sys.stderr)
         return 0
-    if not hits:
+    if not page.hits:
         print(f"no hits for {args.query!r}")
         return 0
     tty = sys.stdout.isatty()
-    for h in hits:
-        print(f"{h.key}  {h.speaker} (ch{h.channel})  {h.start:7.2f}-{h.end:7.2f} s  "
-              f"{h.call_date}  agent={h.agent_id or '-'}")
-        print(f"    {_format_highlight(h.highlight, tty)}")
+    rows = [[h.call_date or "-", h.agent_id or "-", h.speaker, f"{clock(h.start)}-{clock(h.end)}", h.key,
+             _format_highlight(h.highlight, tty)] for h in page.hits]
+    print(_table(["DATE", "AGENT", "SPEAKER", "TIME", "RECORDING", "TEXT"], rows))
+    if page.next_after:
+        print(f"more hits: add --after {page.next_after}")
+    return 0
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from asr_tasks.webui import create_app
+
+    print(f"search page on http://{args.host}:{args.port}/ (Ctrl-C stops it)")
+    uvicorn.run(create_app(get_settings()), host=args.host, port=args.port, log_level="warning")
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from asr_tasks.index import open_index
+    """Counts by state from the ledger, then every failure with its reason (replaced versions only counted)."""
+    from asr_tasks.ledger import SUPERSEDED, open_ledger
 
-    rows = open_index(get_settings()).states(args.date)
+    if args.date:
+        try:
+            date.fromisoformat(args.date)
+        except ValueError:
+            print(f"asr: --date {args.date!r}: expected YYYY-MM-DD", file=sys.stderr)
+            return 2
+    rows = open_ledger(get_settings()).rows(args.date)
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["state"]] = counts.get(row["state"], 0) + 1
@@ -134,8 +209,33 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     print(f"{args.date or 'all dates'}: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing"))
     for row in rows:
-        if row["reason"]:
+        if row["reason"] and row["state"] != SUPERSEDED:
             print(f"  {row['state']:>12}  {row['key']}: {row['reason']}")
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from asr_tasks.audit import RuleError, load_rules, run_audit
+    from asr_tasks.index import open_index
+    from asr_tasks.storage import open_store
+
+    settings = get_settings()
+    try:
+        rules = load_rules(Path(args.rules) if args.rules else settings.path("qa_rules_dir"))
+    except RuleError as exc:
+        print(f"asr: {exc}", file=sys.stderr)
+        return 2
+    result = run_audit(args.date, rules, open_index(settings), open_store(settings), settings)
+    if args.json:
+        _print_json({"summary": result.summary(), "findings": [f.to_dict() for f in result.findings]})
+        return 0
+    summary = result.summary()
+    print(f"{args.date}: {summary['recordings']} calls audited, {summary['findings']} findings")
+    for rule, count in summary["by_rule"].items():
+        print(f"  {count:4d}  {rule}")
+    for f in result.findings:
+        where = f"{f.start:7.2f}-{f.end:7.2f} s"
+        print(f"  [{f.severity:>8}] {f.rule_id:24} {f.key}  {f.speaker:>8} {where}  {f.matched_text}")
     return 0
 
 
@@ -161,15 +261,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_transcribe)
 
+    p = sub.add_parser("pools", help="the Airflow pools from the settings (gpu: gpu_count x streams_per_gpu slots)")
+    p.add_argument("--apply", action="store_true", help="create or resize them with `airflow pools set`")
+    p.set_defaults(func=cmd_pools)
+
     p = sub.add_parser("search", help="search indexed transcripts")
-    p.add_argument("query", help='words and "quoted phrases"; all must match')
+    p.add_argument("query", help='words and "quoted phrases" (all must match); a | b: either; -word: not'
+                                 ' (a query that starts with "-" goes after "--")')
     p.add_argument("--date-from", help="YYYY-MM-DD")
     p.add_argument("--date-to", help="YYYY-MM-DD")
     p.add_argument("--agent", help="agent id")
     p.add_argument("--speaker", help="agent, customer, ...")
-    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--quality", choices=["pass", "needs_review"], help="only recordings with this quality gate outcome")
+    p.add_argument("--limit", type=int, default=20, help="hits per page")
+    p.add_argument("--after", metavar="CURSOR", help="the next page, as printed after the previous one")
+    p.add_argument("--counts", action="store_true", help="matching segments and calls per agent and day")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("ui", help="the search page (hits with their audio), on its own web server")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8091)
+    p.set_defaults(func=cmd_ui)
+
+    p = sub.add_parser("audit", help="run the QA audit rules over a day's transcripts")
+    p.add_argument("--date", required=True, help="YYYY-MM-DD")
+    p.add_argument("--rules", help="folder of rule files (default: qa_rules_dir)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("status", help="recordings by state, with reasons for failures")
     p.add_argument("--date", help="YYYY-MM-DD")

@@ -21,6 +21,8 @@ import yaml
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_FILE = PROJECT_ROOT / "include" / "config.yaml"
 ENV_PREFIX = "ASR_"
+# The Airflow Asset that transcribe_daily updates once a day is indexed (one event per call date).
+TRANSCRIPTS_ASSET_URI = "asr://transcripts/daily"
 
 
 @dataclass(frozen=True)
@@ -32,14 +34,41 @@ class Settings:
     recordings_prefix: str = "calls"
     artefacts_bucket: str = "asr-artefacts"
     work_dir: str = "var/tmp"
+    # MinIO (store_backend "minio"); inside Airflow tasks the connection minio_conn_id wins when it exists
+    minio_endpoint: str = "localhost:9000"
+    minio_access_key: str = ""
+    minio_secret_key: str = ""
+    minio_secure: bool = True
+    minio_ca_bundle: str | None = None
+    minio_region: str | None = None
+    minio_conn_id: str | None = "asr_minio"
+    store_retries: int = 5
+    store_retry_backoff_seconds: float = 0.5
+    # ledger: one row per recording version and its state
+    ledger_url: str = "sqlite:///var/ledger.sqlite"
     # index
     index_backend: str = "sqlite"
     index_path: str = "var/index.sqlite"
+    # Elasticsearch (index_backend "elasticsearch"): API key, or user and password; TLS verified against es_ca_certs
+    es_url: str = "http://localhost:9200"
+    es_api_key: str | None = None
+    es_username: str | None = None
+    es_password: str | None = None
+    es_ca_certs: str | None = None
+    es_index_prefix: str = "asr"
+    es_analyzer: str = "cjk"
+    es_refresh: str = "wait_for"
+    es_request_timeout_seconds: float = 30.0
+    es_max_retries: int = 5
+    es_retry_backoff_seconds: float = 1.0
     # audio intake
     sample_rate: int = 16000
     max_duration_seconds: float = 6 * 3600.0
     max_size_bytes: int = 4 * 1024**3
     loudness_normalize: bool = True
+    loudness_target_lufs: float = -23.0
+    loudness_true_peak_db: float = -2.0
+    loudness_two_pass_min_seconds: float = 60.0
     channel_speakers: dict[str, str] = field(
         default_factory=lambda: {"0": "agent", "1": "customer"}
     )
@@ -49,6 +78,7 @@ class Settings:
     vad_min_silence_ms: int = 300
     vad_speech_pad_ms: int = 200
     chunk_max_seconds: float = 30.0
+    chunk_overlap_seconds: float = 0.5
     # ASR
     engine: str = "ctranslate2"
     model_dir: str = "var/models/whisper-base"
@@ -58,12 +88,45 @@ class Settings:
     language: str | None = None
     beam_size: int = 5
     shard_audio_seconds: float = 1800.0
+    model_family: str = "whisper"
+    batch_size: int = 4
+    pack_windows: bool = True
+    pack_gap_seconds: float = 1.0
+    max_tokens_per_second: float = 10.0
+    # GPUs: the pool has gpu_count x streams_per_gpu slots; a task locks one (GPU, stream) under device_lock_dir
+    gpu_count: int = 1
+    streams_per_gpu: int = 1
+    device_lock_dir: str = "var/locks"
+    device_wait_seconds: float = 600.0
+    # post-processing: steps per language ("*": any other) in order; word lists under include/
+    postprocess_steps: dict[str, str] = field(
+        default_factory=lambda: {"zh": "t2s,fillers,terms,itn", "en": "fillers,terms,itn", "*": "terms"}
+    )
+    fillers_file: str = "include/fillers.yaml"
+    terms_dir: str = "include/terms"
+    terms_as_hotwords: bool = True
+    # quality gate: Great Expectations suites as JSON
+    expectations_dir: str = "include/expectations"
     # Airflow
     gpu_pool: str = "gpu"
-    gpu_pool_slots: int = 1
+    # Celery queues (CeleryExecutor): preprocessing and indexing on default_queue, transcription on gpu_queue
+    default_queue: str = "default"
+    gpu_queue: str = "gpu"
     task_retries: int = 3
     retry_delay_seconds: int = 30
     max_retry_delay_seconds: int = 600
+    dag_start_date: str = "2026-01-01"
+    dag_catchup: bool = False
+    dag_max_active_runs: int = 4
+    # when a day's recordings are complete: "quiet" (no upload for ready_quiet_seconds after the day) or "marker"
+    ready_check: str = "quiet"
+    ready_marker: str = "_READY"
+    ready_quiet_seconds: float = 0.0
+    sensor_poke_seconds: float = 300.0
+    sensor_timeout_seconds: float = 43200.0
+    # QA audit
+    qa_rules_dir: str = "include/qa_rules"
+    search_url: str = "http://localhost:8091/"
 
     def path(self, name: str) -> Path:
         """A path-valued setting, resolved against the project root."""

@@ -45,7 +45,7 @@ CALLS = [
         turns=[
             ("agent", "Thank you for calling Harbor Bank. This call is recorded for quality purposes. How can I help you?"),
             ("customer", "Hello. I would like to ask about the savings plan you sent me last week."),
-            ("agent", "Of course. The fund has done very well, and I can guarantee a return of twelve percent every year."),
+            ("agent", "Of course. This fund is completely risk free, with a guaranteed return of twelve percent."),
             ("customer", "That sounds good. What is the minimum deposit?"),
             ("agent", "The minimum deposit is five thousand dollars. Is there anything else I can help you with?"),
             ("customer", "No, thank you. Goodbye."),
@@ -64,6 +64,19 @@ CALLS = [
         "call_0003", "mp3", codec_args=("-b:a", "48k"),
         sidecar={"agent_id": "AG-1001", "customer_id": "CU-5503", "direction": "outbound"},
         turns=[("agent", "Hello, this is a courtesy call about your credit card payment, which is now overdue.")],
+    ),
+    # Planted QA violations: no recording disclosure, a promise of risk-free returns, a card number read out.
+    Call(
+        "call_0008", "ogg", stereo=True, codec_args=("-c:a", "libopus", "-b:a", "32k"),
+        sidecar={"agent_id": "AG-1005", "customer_id": "CU-5508", "direction": "outbound"},
+        turns=[
+            ("agent", "Hello, this is Sunrise Wealth calling about your investment account."),
+            ("customer", "Yes, I have a few minutes."),
+            ("agent", "Our new fund is completely risk free, and you will earn money every single month."),
+            ("customer", "How do I sign up?"),
+            ("agent", "Let me read back your card number. Four one one one, one one one one, one one one one, one one one one."),
+            ("customer", "That is correct. Thank you."),
+        ],
     ),
     # AAC in an MP4 container, uploaded with a .wav name: the extension is never trusted.
     Call(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 T = TypeVar("T", bound="_Serialisable")
@@ -113,6 +113,7 @@ class Segment(_Serialisable):
     avg_logprob: float = 0.0
     no_speech_prob: float = 0.0
     language: str | None = None
+    text_raw: str | None = None  # the model's words before post-processing; ``text`` is what is searched
 
 
 @dataclass
@@ -128,6 +129,9 @@ class Transcript(_Serialisable):
     speech_seconds: float = 0.0
     state: str = INDEXED
     reason: str | None = None
+    quality: str | None = None  # the quality gate's outcome: "pass" or "needs_review"
+    quality_failures: list[str] = field(default_factory=list)  # names of the failed expectations
+    postprocess: dict[str, list[str]] = field(default_factory=dict)  # steps applied, per language
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Transcript":
@@ -141,6 +145,9 @@ class Transcript(_Serialisable):
             speech_seconds=data.get("speech_seconds", 0.0),
             state=data.get("state", INDEXED),
             reason=data.get("reason"),
+            quality=data.get("quality"),
+            quality_failures=list(data.get("quality_failures") or []),
+            postprocess={k: list(v) for k, v in (data.get("postprocess") or {}).items()},
         )
 
 

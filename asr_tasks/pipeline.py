@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import time
 from collections import Counter
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
 
-from asr_tasks import PIPELINE_VERSION
+from asr_tasks import PIPELINE_VERSION, quality
 from asr_tasks.audio import InvalidAudio, decode, pcm_duration, probe, read_pcm
-from asr_tasks.config import Settings
+from asr_tasks.config import Settings, get_settings
 from asr_tasks.engines import AsrEngine, get_engine, model_tag
 from asr_tasks.index import TranscriptIndex
+from asr_tasks.ledger import PREPROCESSED, TRANSCRIBED, open_ledger
 from asr_tasks.models import (
     INDEXED,
     NEEDS_REVIEW,
@@ -32,9 +34,9 @@ from asr_tasks.models import (
     Segment,
     Transcript,
 )
-from asr_tasks.postprocess import stitch
+from asr_tasks.postprocess import postprocess_segments, stitch
 from asr_tasks.storage import ObjectStore, get_json, list_recordings, put_json
-from asr_tasks.vad import cut_chunks, get_vad, speech_regions
+from asr_tasks.vad import cut_chunks, frame_levels, get_vad, speech_regions
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +57,15 @@ def artefact_prefix(rec: Recording) -> str:
     return f"v{PIPELINE_VERSION}/{rec.call_date or 'undated'}/{rec.recording_id}"
 
 
+def recording_id_of(prefix: str) -> str:
+    """The recording id an artefact prefix belongs to (its last part)."""
+    return prefix.rsplit("/", 1)[-1]
+
+
 def sense(store: ObjectStore, settings: Settings, day: date) -> list[Recording]:
+    """The day's recordings, each entered in the ledger (a new ETag or model version starts its row over)."""
     recordings = list_recordings(store, settings, day)
+    open_ledger(settings).sensed(recordings, model_tag(settings), PIPELINE_VERSION)
     log.info("%s: %d recordings under %s", day, len(recordings), settings.recordings_prefix)
     return recordings
 
@@ -81,9 +90,12 @@ def preprocess_local(rec: Recording, source: Path, work: Path, settings: Setting
             threshold=settings.vad_threshold,
             min_silence_ms=settings.vad_min_silence_ms,
             speech_pad_ms=settings.vad_speech_pad_ms,
+            levels=frame_levels(path),
         )
         speech += sum(r.end - r.start for r in regions)
-        for piece in cut_chunks(regions, probs, settings.sample_rate, settings.chunk_max_seconds):
+        pieces = cut_chunks(regions, probs, settings.sample_rate, settings.chunk_max_seconds,
+                            settings.chunk_overlap_seconds)
+        for piece in pieces:
             chunks.append(AudioChunk(rec.recording_id, channel, speaker, pcm_key, piece.start, piece.end))
         channels.append(ChannelAudio(channel, speaker, pcm_key, round(pcm_duration(path, settings.sample_rate), 3)))
         pcm_paths[channel] = path
@@ -103,13 +115,17 @@ def preprocess(rec: Recording, store: ObjectStore, settings: Settings) -> StageR
     """Preprocess one recording into artefacts, or quarantine it with a reason."""
     prefix = artefact_prefix(rec)
     bucket = settings.artefacts_bucket
+    ledger = open_ledger(settings)
     if store.exists(bucket, f"{prefix}/manifest.json"):
         pre = Preprocessed.from_dict(get_json(store, bucket, f"{prefix}/manifest.json"))
+        ledger.advance(rec.recording_id, PREPROCESSED)
         return StageResult(rec.recording_id, rec.key, "preprocessed", prefix, pre.speech_seconds)
     if store.exists(bucket, f"{prefix}/quarantine.json"):
         q = Quarantine.from_dict(get_json(store, bucket, f"{prefix}/quarantine.json"))
+        ledger.advance(rec.recording_id, QUARANTINED, reason=q.reason)
         return StageResult(rec.recording_id, rec.key, QUARANTINED, prefix, reason=q.reason)
 
+    started = time.monotonic()
     work_root = settings.path("work_dir")
     work_root.mkdir(parents=True, exist_ok=True)
     with store.local_copy(rec.bucket, rec.key) as source, tempfile.TemporaryDirectory(dir=work_root) as work:
@@ -120,10 +136,13 @@ def preprocess(rec: Recording, store: ObjectStore, settings: Settings) -> StageR
             log.error("%s/%s: quarantined: %s", rec.bucket, rec.key, reason)
             quarantine = Quarantine(recording=rec, reason=reason, pipeline_version=PIPELINE_VERSION)
             put_json(store, bucket, f"{prefix}/quarantine.json", quarantine.to_dict())
+            ledger.advance(rec.recording_id, QUARANTINED, reason=reason, stage="preprocess",
+                           seconds=time.monotonic() - started)
             return StageResult(rec.recording_id, rec.key, QUARANTINED, prefix, reason=reason)
         for channel in pre.channels:
             store.put_file(bucket, channel.pcm_key, pcm_paths[channel.channel])
     put_json(store, bucket, f"{prefix}/manifest.json", pre.to_dict())  # written last: the checkpoint
+    ledger.advance(rec.recording_id, PREPROCESSED, stage="preprocess", seconds=time.monotonic() - started)
     log.info("%s: %.1f s, %d channel(s), %d chunks, %.1f s speech",
              rec.key, pre.duration, len(pre.channels), len(pre.chunks), pre.speech_seconds)
     return StageResult(rec.recording_id, rec.key, "preprocessed", prefix, pre.speech_seconds)
@@ -144,37 +163,63 @@ def plan_shards(results: list[StageResult], shard_seconds: float) -> list[list[s
     return shards
 
 
-def transcribe_chunks(pre: Preprocessed, engine: AsrEngine, store: ObjectStore, settings: Settings) -> list[Segment]:
-    segments: list[Segment] = []
-    by_pcm: dict[str, list[AudioChunk]] = {}
-    for chunk in pre.chunks:
-        by_pcm.setdefault(chunk.pcm_key, []).append(chunk)
-    for pcm_key, chunks in by_pcm.items():
-        with store.local_copy(settings.artefacts_bucket, pcm_key) as pcm:
-            for chunk in chunks:
-                segments.extend(engine.transcribe(chunk, read_pcm(pcm, settings.sample_rate, chunk.start, chunk.end)))
-    return segments
+def transcribe_chunks(
+    pres: list[Preprocessed], engine: AsrEngine, store: ObjectStore, settings: Settings
+) -> list[list[Segment]]:
+    """The segments of each recording, from one batched engine call over the chunks of all of them.
+
+    Short calls only fill the model's batches (and Whisper's 30 s windows) when
+    their chunks travel together; the engine returns each chunk's segments, which
+    are gathered back per recording.
+    """
+    items: list[tuple[AudioChunk, Any]] = []
+    owners: list[int] = []
+    for n, pre in enumerate(pres):
+        by_pcm: dict[str, list[AudioChunk]] = {}
+        for chunk in pre.chunks:
+            by_pcm.setdefault(chunk.pcm_key, []).append(chunk)
+        for pcm_key, chunks in by_pcm.items():
+            with store.local_copy(settings.artefacts_bucket, pcm_key) as pcm:
+                for chunk in chunks:
+                    items.append((chunk, read_pcm(pcm, settings.sample_rate, chunk.start, chunk.end)))
+                    owners.append(n)
+    per_recording: list[list[Segment]] = [[] for _ in pres]
+    for n, segments in zip(owners, engine.transcribe_batch(items)):
+        per_recording[n].extend(segments)
+    return per_recording
 
 
-def build_transcript(pre: Preprocessed, segments: list[Segment], model: str) -> Transcript:
+def build_transcript(
+    pre: Preprocessed, segments: list[Segment], model: str, settings: Settings | None = None, gate: bool = True
+) -> Transcript:
+    """Stitch, post-process and pass the quality gate.
+
+    ``gate=False`` leaves the gate to ``gate_day``, which validates a whole day in
+    one run instead of paying Great Expectations' start-up cost per recording.
+    """
+    settings = settings or get_settings()
     stitched = stitch(segments)
     languages = Counter(s.language for s in stitched if s.language)
+    language = languages.most_common(1)[0][0] if languages else None
+    processed, steps = postprocess_segments(stitched, settings, language)
     state, reason = INDEXED, None
     if not pre.chunks:
         state, reason = NEEDS_REVIEW, "no speech detected"
-    elif not stitched:
+    elif not processed:
         state, reason = NEEDS_REVIEW, "speech detected but no text transcribed"
-    return Transcript(
+    transcript = Transcript(
         recording=pre.recording,
         duration=pre.duration,
-        segments=stitched,
-        language=languages.most_common(1)[0][0] if languages else None,
+        segments=processed,
+        language=language,
         model=model,
         pipeline_version=pre.pipeline_version,
         speech_seconds=pre.speech_seconds,
         state=state,
         reason=reason,
+        postprocess=steps,
     )
+    return quality.gate([transcript], settings)[0] if gate else transcript
 
 
 def transcript_key(prefix: str, settings: Settings) -> str:
@@ -182,41 +227,98 @@ def transcript_key(prefix: str, settings: Settings) -> str:
 
 
 def transcribe_shard(prefixes: list[str], store: ObjectStore, settings: Settings) -> dict[str, float]:
-    """Transcribe every recording of a shard with one loaded model; returns audio/speech seconds done."""
+    """Transcribe every recording of a shard with one loaded model; returns audio/speech seconds done.
+
+    Recordings go to the engine in groups of about ``engine.work_seconds`` of
+    speech, batched together; each group's transcripts are written before the next
+    group starts, so a crash costs one group, and a retry skips what was written.
+    """
     bucket = settings.artefacts_bucket
+    ledger = open_ledger(settings)
     done = {"recordings": 0.0, "speech_seconds": 0.0}
+    todo: list[tuple[str, Preprocessed]] = []
     for prefix in prefixes:
-        key = transcript_key(prefix, settings)
-        if store.exists(bucket, key):
+        if store.exists(bucket, transcript_key(prefix, settings)):
+            ledger.advance(recording_id_of(prefix), TRANSCRIBED)  # written before a crash cut the shard short
             continue
-        pre = Preprocessed.from_dict(get_json(store, bucket, f"{prefix}/manifest.json"))
-        engine = get_engine(settings)
-        transcript = build_transcript(pre, transcribe_chunks(pre, engine, store, settings), engine.model_name)
-        put_json(store, bucket, key, transcript.to_dict())
-        done["recordings"] += 1
-        done["speech_seconds"] += pre.speech_seconds
-        log.info("%s: %d segments", pre.recording.key, len(transcript.segments))
+        todo.append((prefix, Preprocessed.from_dict(get_json(store, bucket, f"{prefix}/manifest.json"))))
+    if not todo:
+        return done
+    engine = get_engine(settings)
+    group: list[tuple[str, Preprocessed]] = []
+    for n, entry in enumerate(todo):
+        group.append(entry)
+        speech = sum(pre.speech_seconds for _, pre in group)
+        if n < len(todo) - 1 and speech < engine.work_seconds:
+            continue
+        started = time.monotonic()
+        segments = transcribe_chunks([pre for _, pre in group], engine, store, settings)
+        elapsed = time.monotonic() - started
+        for (prefix, pre), recording_segments in zip(group, segments):
+            transcript = build_transcript(pre, recording_segments, engine.model_name, settings, gate=False)
+            put_json(store, bucket, transcript_key(prefix, settings), transcript.to_dict())
+            share = pre.speech_seconds / speech if speech else 1 / len(group)  # the group's time, by speech
+            ledger.advance(pre.recording.recording_id, TRANSCRIBED, stage="transcribe", seconds=elapsed * share)
+            done["recordings"] += 1
+            done["speech_seconds"] += pre.speech_seconds
+            log.info("%s: %d segments", pre.recording.key, len(transcript.segments))
+        group = []
     return done
+
+
+def gate_day(results: list[StageResult], store: ObjectStore, settings: Settings) -> list[str]:
+    """Pass the day's transcripts that were not gated yet through the quality gate, in batches.
+
+    The outcome is written back into each transcript artefact (so a retry does not
+    validate again) and the day's quality report (CSV + HTML) is saved beside the
+    artefacts; returns the report keys.
+    """
+    bucket = settings.artefacts_bucket
+    keys = [transcript_key(r.artefact_prefix, settings) for r in results if r.state != QUARANTINED]
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(keys), quality.GATE_BATCH):
+        batch = [(key, Transcript.from_dict(get_json(store, bucket, key)))
+                 for key in keys[start : start + quality.GATE_BATCH]]
+        todo = [(key, t) for key, t in batch if t.quality is None]
+        gated = dict(zip([key for key, _ in todo], quality.gate([t for _, t in todo], settings)))
+        for key, transcript in batch:
+            if key in gated:
+                transcript = gated[key]
+                put_json(store, bucket, key, transcript.to_dict())
+            rows.append(quality.report_row(transcript))
+    return quality.write_reports(rows, store, settings, model_tag(settings))
 
 
 def index_results(
     results: list[StageResult], store: ObjectStore, index: TranscriptIndex, settings: Settings
 ) -> dict[str, int]:
-    """Index transcripts and record quarantines; what is already indexed for this version is left alone."""
+    """Index transcripts and record quarantines; what is already indexed for this version is left alone.
+
+    "Already indexed" means the index and the ledger agree on the final state; when a
+    crash fell between the two writes, the recording is indexed again (replacing itself).
+    """
     bucket = settings.artefacts_bucket
     model = model_tag(settings)
+    ledger = open_ledger(settings)
     counts: Counter[str] = Counter()
+    gate_day(results, store, settings)
     for result in results:
-        if index.current_state(result.recording_id, model, PIPELINE_VERSION) is not None:
+        current = index.current_state(result.recording_id, model, PIPELINE_VERSION)
+        if current is not None and ledger.state(result.recording_id) == current:
             counts["unchanged"] += 1
             continue
+        started = time.monotonic()
         if result.state == QUARANTINED:
             quarantine = Quarantine.from_dict(get_json(store, bucket, f"{result.artefact_prefix}/quarantine.json"))
             index.record_quarantine(quarantine)
+            ledger.advance(result.recording_id, QUARANTINED, reason=quarantine.reason, stage="index",
+                           seconds=time.monotonic() - started)
             counts[QUARANTINED] += 1
             continue
         transcript = Transcript.from_dict(get_json(store, bucket, transcript_key(result.artefact_prefix, settings)))
         index.replace_recording(transcript)
+        ledger.advance(result.recording_id, transcript.state, reason=transcript.reason, stage="index",
+                       seconds=time.monotonic() - started, segments=len(transcript.segments))
         counts[transcript.state] += 1
     return dict(counts)
 

@@ -1,23 +1,28 @@
-"""Object storage behind one small interface: a local folder now, MinIO in production.
+"""Object storage behind one small interface: a local folder embedded, MinIO in production.
 
 Keys follow the MinIO layout (``calls/YYYY/MM/DD/<call_id>.<ext>``, optional
-sidecar ``<call_id>.json``), so switching backends changes configuration only.
+sidecar ``<call_id>.json``), so switching backends changes configuration only
+(``store_backend: local`` or ``minio``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import logging
 import os
+import random
 import re
 import shutil
 import tempfile
-import logging
+import time
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
-from datetime import date
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, Callable, Iterator, Mapping, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from asr_tasks.config import Settings
 from asr_tasks.models import Recording, recording_id_for
@@ -26,19 +31,35 @@ log = logging.getLogger(__name__)
 
 SIDECAR_SUFFIX = ".json"
 MARKER_PREFIX = "_"  # _READY and similar markers are not recordings
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class ObjectInfo:
+    """One object's identity (key, size, ETag); last-modified and user metadata when the backend has them."""
+
     key: str
     size: int
     etag: str
+    last_modified: datetime | None = field(default=None, compare=False)
+    metadata: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """A listed key without its ETag: all a readiness check needs, and cheap on every backend."""
+
+    key: str
+    size: int
+    last_modified: datetime
 
 
 class ObjectStore(Protocol):
-    """What the pipeline needs from object storage."""
+    """What the pipeline needs from object storage. Listings come in S3 order (sorted by whole key)."""
 
     def list(self, bucket: str, prefix: str) -> Iterator[ObjectInfo]: ...
+
+    def list_keys(self, bucket: str, prefix: str) -> Iterator[KeyInfo]: ...
 
     def stat(self, bucket: str, key: str) -> ObjectInfo | None: ...
 
@@ -52,6 +73,8 @@ class ObjectStore(Protocol):
 
     def local_copy(self, bucket: str, key: str) -> AbstractContextManager[Path]: ...
 
+    def presigned_url(self, bucket: str, key: str, expires: timedelta) -> str | None: ...
+
 
 class LocalStore:
     """A folder with one sub-folder per bucket; ETags are content MD5s like S3's."""
@@ -64,20 +87,28 @@ class LocalStore:
             raise ValueError(f"invalid object key: {key!r}")
         return self.root / bucket / key
 
-    def list(self, bucket: str, prefix: str) -> Iterator[ObjectInfo]:
+    def list_keys(self, bucket: str, prefix: str) -> Iterator[KeyInfo]:
         base = self.root / bucket
         start = base / prefix if prefix else base
         folder = start if start.is_dir() or not prefix else start.parent
         if not folder.is_dir():
             return
-        keys = []
+        found = []
         for dirpath, _dirnames, filenames in os.walk(folder):
             for name in filenames:
                 key = (Path(dirpath) / name).relative_to(base).as_posix()
                 if key.startswith(prefix) and not name.startswith(".tmp-"):
-                    keys.append(key)
-        for key in sorted(keys):  # S3/MinIO order: by whole key, not folder by folder
-            info = self.stat(bucket, key)
+                    found.append(key)
+        for key in sorted(found):  # S3/MinIO order: by whole key, not folder by folder
+            try:
+                st = (base / key).stat()
+            except FileNotFoundError:
+                continue  # removed while listing
+            yield KeyInfo(key, st.st_size, datetime.fromtimestamp(st.st_mtime, timezone.utc))
+
+    def list(self, bucket: str, prefix: str) -> Iterator[ObjectInfo]:
+        for item in self.list_keys(bucket, prefix):
+            info = self.stat(bucket, item.key)
             if info is not None:
                 yield info
 
@@ -85,7 +116,9 @@ class LocalStore:
         path = self._path(bucket, key)
         if not path.is_file():
             return None
-        return ObjectInfo(key=key, size=path.stat().st_size, etag=_etag(path))
+        st = path.stat()
+        return ObjectInfo(key=key, size=st.st_size, etag=_etag(path),
+                          last_modified=datetime.fromtimestamp(st.st_mtime, timezone.utc))
 
     def exists(self, bucket: str, key: str) -> bool:
         return self._path(bucket, key).is_file()
@@ -118,6 +151,282 @@ class LocalStore:
             raise FileNotFoundError(f"{bucket}/{key}: no such object")
         yield path
 
+    def presigned_url(self, bucket: str, key: str, expires: timedelta) -> str | None:
+        """A ``file://`` URL: the folder has no access control to sign for, so ``expires`` does not apply."""
+        return self._path(bucket, key).resolve().as_uri()
+
+
+# --- MinIO ---------------------------------------------------------------------------
+
+_MISSING = {"NoSuchKey", "NoSuchObject", "NoSuchBucket", "ResourceNotFound"}
+_TRANSIENT_CODES = {
+    "SlowDown", "SlowDownRead", "SlowDownWrite", "InternalError", "ServiceUnavailable", "RequestTimeout",
+    "OperationAborted", "XMinioServerNotInitialized", "XMinioReadQuorum", "XMinioWriteQuorum",
+}
+
+
+@dataclass(frozen=True)
+class MinioConfig:
+    """Where MinIO is and how to talk to it; the secret never shows in logs or reprs."""
+
+    endpoint: str  # host:port
+    access_key: str = ""
+    secret_key: str = field(default="", repr=False)
+    secure: bool = True
+    ca_bundle: str | None = None
+    region: str | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "MinioConfig":
+        endpoint, secure = _split_endpoint(settings.minio_endpoint, settings.minio_secure)
+        return cls(
+            endpoint=endpoint,
+            access_key=settings.minio_access_key,
+            secret_key=settings.minio_secret_key,
+            secure=secure,
+            ca_bundle=str(settings.path("minio_ca_bundle")) if settings.minio_ca_bundle else None,
+            region=settings.minio_region,
+        )
+
+    @classmethod
+    def from_connection(cls, conn: Any) -> "MinioConfig":
+        """From an Airflow connection: host[:port] (or a URL), login, password, extra secure/ca_bundle/region."""
+        extra = dict(conn.extra_dejson or {})
+        host = conn.host or extra.get("endpoint_url") or ""
+        if not host:
+            raise ValueError(f"Airflow connection {conn.conn_id!r}: no host (the MinIO endpoint)")
+        default_secure = extra.get("secure", True)
+        endpoint, secure = _split_endpoint(host, str(default_secure).lower() not in {"false", "0", "no", "off"})
+        if conn.port and ":" not in endpoint:
+            endpoint = f"{endpoint}:{conn.port}"
+        return cls(
+            endpoint=endpoint,
+            access_key=conn.login or "",
+            secret_key=conn.password or "",
+            secure=secure,
+            ca_bundle=extra.get("ca_bundle") or None,
+            region=extra.get("region") or extra.get("region_name") or None,
+        )
+
+
+def _split_endpoint(value: str, secure: bool) -> tuple[str, bool]:
+    """``https://host:9000`` or ``host:9000`` to (``host:9000``, secure)."""
+    if "://" not in value:
+        return value.strip().rstrip("/"), secure
+    parts = urlsplit(value)
+    if parts.scheme not in {"http", "https"} or not parts.netloc:
+        raise ValueError(f"MinIO endpoint {value!r}: expected host:port or http(s)://host:port")
+    return parts.netloc, parts.scheme == "https"
+
+
+def minio_config(settings: Settings) -> MinioConfig:
+    """The Airflow connection ``minio_conn_id`` inside an Airflow task (when it exists), else the settings."""
+    if settings.minio_conn_id and "AIRFLOW_CTX_DAG_ID" in os.environ:
+        conn = _airflow_connection(settings.minio_conn_id)
+        if conn is not None:
+            return MinioConfig.from_connection(conn)
+        log.info("no Airflow connection %r; MinIO settings come from minio_* / ASR_MINIO_*", settings.minio_conn_id)
+    return MinioConfig.from_settings(settings)
+
+
+def _airflow_connection(conn_id: str) -> Any:
+    """Looked up lazily: the library itself never depends on Airflow."""
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        return BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Errors worth retrying: dropped connections, timeouts, 5xx and throttling. Not TLS or auth failures."""
+    import urllib3.exceptions as http
+    from minio.error import InvalidResponseError, S3Error, ServerError
+
+    if isinstance(exc, http.SSLError):
+        return False
+    if isinstance(exc, http.MaxRetryError):
+        return not isinstance(exc.reason, http.SSLError)
+    if isinstance(exc, (http.HTTPError, ConnectionError, TimeoutError, ServerError)):
+        return True
+    if isinstance(exc, S3Error):
+        return exc.code in _TRANSIENT_CODES or exc.response.status >= 500
+    if isinstance(exc, InvalidResponseError):
+        return exc._code >= 500 or exc._code == 429
+    return False
+
+
+class MinioStore:
+    """MinIO (or any S3 server) through the ``minio`` client.
+
+    Every call is retried with exponential back-off (and jitter) on transient
+    errors; listings resume after the last key they returned, downloads stream
+    to a temporary file under ``work_dir``, and uploads create a missing bucket.
+    """
+
+    def __init__(self, config: MinioConfig, work_dir: Path, retries: int = 5, backoff_seconds: float = 0.5) -> None:
+        import certifi
+        import urllib3
+        from minio import Minio
+
+        if config.ca_bundle and not Path(config.ca_bundle).is_file():
+            raise FileNotFoundError(f"MinIO CA bundle {config.ca_bundle}: no such file")
+        http_client = urllib3.PoolManager(
+            timeout=urllib3.Timeout(connect=10, read=300),
+            maxsize=16,
+            cert_reqs="CERT_REQUIRED",
+            ca_certs=config.ca_bundle or os.environ.get("SSL_CERT_FILE") or certifi.where(),
+            retries=False,  # one retry layer: ours, which knows S3 error codes and resumes listings
+        )
+        self.config = config
+        self.client = Minio(
+            config.endpoint,
+            access_key=config.access_key or None,
+            secret_key=config.secret_key or None,
+            secure=config.secure,
+            region=config.region,
+            http_client=http_client,
+        )
+        self.work_dir = Path(work_dir)
+        self.retries = retries
+        self.backoff_seconds = backoff_seconds
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        attempt = 0
+        while True:
+            try:
+                return fn()
+            except Exception as exc:
+                if attempt >= self.retries or not is_transient(exc):
+                    raise
+                self._back_off(what, exc, attempt)
+                attempt += 1
+
+    def _back_off(self, what: str, exc: BaseException, attempt: int) -> None:
+        delay = self.backoff_seconds * 2**attempt * random.uniform(0.5, 1.0)
+        log.warning("%s: %s: %s; retry %d of %d in %.1f s",
+                    what, type(exc).__name__, exc, attempt + 1, self.retries, delay)
+        time.sleep(delay)
+
+    def _objects(self, bucket: str, prefix: str) -> Iterator[Any]:
+        """The raw listing, page by page; a transient error resumes after the last key seen."""
+        from minio.error import S3Error
+
+        last: str | None = None
+        attempt = 0
+        while True:
+            try:
+                for obj in self.client.list_objects(bucket, prefix=prefix or None, recursive=True, start_after=last):
+                    if obj.is_dir:
+                        continue
+                    last = obj.object_name
+                    yield obj
+                return
+            except Exception as exc:
+                if isinstance(exc, S3Error) and exc.code == "NoSuchBucket":
+                    return  # like an empty folder
+                if attempt >= self.retries or not is_transient(exc):
+                    raise
+                self._back_off(f"list {bucket}/{prefix}", exc, attempt)
+                attempt += 1
+
+    def list(self, bucket: str, prefix: str) -> Iterator[ObjectInfo]:
+        for obj in self._objects(bucket, prefix):
+            yield ObjectInfo(obj.object_name, int(obj.size or 0), _clean_etag(obj.etag), obj.last_modified)
+
+    def list_keys(self, bucket: str, prefix: str) -> Iterator[KeyInfo]:
+        for obj in self._objects(bucket, prefix):
+            yield KeyInfo(obj.object_name, int(obj.size or 0), obj.last_modified)
+
+    def stat(self, bucket: str, key: str) -> ObjectInfo | None:
+        from minio.error import S3Error
+
+        try:
+            obj = self._call(f"stat {bucket}/{key}", lambda: self.client.stat_object(bucket, key))
+        except S3Error as exc:
+            if exc.code in _MISSING:
+                return None
+            raise
+        meta = {k.lower()[len("x-amz-meta-"):]: v for k, v in (obj.metadata or {}).items()
+                if k.lower().startswith("x-amz-meta-")}
+        return ObjectInfo(key, int(obj.size or 0), _clean_etag(obj.etag), obj.last_modified, meta)
+
+    def exists(self, bucket: str, key: str) -> bool:
+        return self.stat(bucket, key) is not None
+
+    def get_bytes(self, bucket: str, key: str) -> bytes:
+        def get() -> bytes:
+            response = self.client.get_object(bucket, key)
+            try:
+                return response.read()
+            finally:
+                response.close()
+                response.release_conn()
+
+        with _missing_as_file_not_found(bucket, key):
+            return self._call(f"get {bucket}/{key}", get)
+
+    def put_bytes(self, bucket: str, key: str, data: bytes) -> None:
+        self._put(bucket, key, lambda: self.client.put_object(bucket, key, io.BytesIO(data), len(data)))
+
+    def put_file(self, bucket: str, key: str, path: Path) -> None:
+        self._put(bucket, key, lambda: self.client.fput_object(bucket, key, str(path)))
+
+    def _put(self, bucket: str, key: str, upload: Callable[[], Any]) -> None:
+        from minio.error import S3Error
+
+        try:
+            self._call(f"put {bucket}/{key}", upload)
+        except S3Error as exc:
+            if exc.code != "NoSuchBucket":
+                raise
+            self._make_bucket(bucket)
+            self._call(f"put {bucket}/{key}", upload)
+
+    def _make_bucket(self, bucket: str) -> None:
+        from minio.error import S3Error
+
+        try:
+            self._call(f"create bucket {bucket}", lambda: self.client.make_bucket(bucket))
+        except S3Error as exc:
+            if exc.code not in {"BucketAlreadyOwnedByYou", "BucketAlreadyExists"}:
+                raise
+
+    @contextmanager
+    def local_copy(self, bucket: str, key: str) -> Iterator[Path]:
+        """The object streamed to a temporary file (same name as the key's last part), removed afterwards."""
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self.work_dir, prefix="download-") as tmp:
+            path = Path(tmp) / (key.rsplit("/", 1)[-1] or "object")
+            with _missing_as_file_not_found(bucket, key):
+                self._call(f"download {bucket}/{key}", lambda: self.client.fget_object(bucket, key, str(path)))
+            yield path
+
+    def presigned_url(self, bucket: str, key: str, expires: timedelta) -> str | None:
+        """A time-limited GET URL for playback; signed locally, the object is not checked."""
+        return self._call(f"presign {bucket}/{key}",
+                          lambda: self.client.presigned_get_object(bucket, key, expires=expires))
+
+
+@contextmanager
+def _missing_as_file_not_found(bucket: str, key: str) -> Iterator[None]:
+    from minio.error import S3Error
+
+    try:
+        yield
+    except S3Error as exc:
+        if exc.code in _MISSING:
+            raise FileNotFoundError(f"{bucket}/{key}: no such object") from exc
+        raise
+
+
+def _clean_etag(etag: str | None) -> str:
+    return (etag or "").strip('"')
+
+
+# --- helpers ------------------------------------------------------------------------
 
 
 def get_json(store: ObjectStore, bucket: str, key: str) -> Any:
@@ -139,12 +448,56 @@ def _etag(path: Path) -> str:
 def open_store(settings: Settings) -> ObjectStore:
     if settings.store_backend == "local":
         return LocalStore(settings.path("store_root"))
-    raise ValueError(f"unknown store_backend {settings.store_backend!r} (supported: local)")
+    if settings.store_backend == "minio":
+        return MinioStore(minio_config(settings), settings.path("work_dir"),
+                          settings.store_retries, settings.store_retry_backoff_seconds)
+    raise ValueError(f"unknown store_backend {settings.store_backend!r} (supported: local, minio)")
 
 
 def day_prefix(settings: Settings, day: date) -> str:
     return f"{settings.recordings_prefix}/{day:%Y/%m/%d}/"
 
+
+# --- is the day complete? ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Readiness:
+    ready: bool
+    detail: str
+    objects: int | None = None  # keys listed by a quiet-period check
+
+
+def recordings_ready(store: ObjectStore, settings: Settings, day: date, now: datetime | None = None) -> Readiness:
+    """Whether the day's uploads are complete, at the cost of one stat or one key listing.
+
+    ``marker``: the day's ``_READY`` object exists (one stat). ``quiet``: the day is
+    over and nothing under its prefix changed for ``ready_quiet_seconds`` (one listing
+    of keys and their last-modified times; no per-object stat, no sidecar read). An
+    empty day becomes ready once it is over, so holidays do not stall a backfill.
+    """
+    bucket, prefix = settings.recordings_bucket, day_prefix(settings, day)
+    if settings.ready_check == "marker":
+        key = prefix + settings.ready_marker
+        found = store.exists(bucket, key)
+        return Readiness(found, f"{bucket}/{key} {'exists' if found else 'does not exist yet'}")
+    if settings.ready_check != "quiet":
+        raise ValueError(f"ready_check must be 'quiet' or 'marker', not {settings.ready_check!r}")
+    now = now or datetime.now(timezone.utc)
+    count, newest = 0, None
+    for item in store.list_keys(bucket, prefix):
+        count += 1
+        if newest is None or item.last_modified > newest:
+            newest = item.last_modified
+    day_end = datetime.combine(day + timedelta(days=1), datetime.min.time(), tzinfo=timezone.utc)
+    ready_at = max(day_end, newest or day_end) + timedelta(seconds=settings.ready_quiet_seconds)
+    newest_text = newest.isoformat(timespec="seconds") if newest else "-"
+    detail = (f"{count} objects under {bucket}/{prefix}, newest {newest_text}; "
+              f"quiet from {ready_at.isoformat(timespec='seconds')}")
+    return Readiness(now >= ready_at, detail, count)
+
+
+# --- a day's recordings --------------------------------------------------------------
 
 _DAY_KEY = re.compile(r"(?:^|/)(\d{4})/(\d{2})/(\d{2})/[^/]+$")
 

@@ -8,14 +8,22 @@ artefact bucket.
 
 from __future__ import annotations
 
+import sys
 from datetime import date, datetime, timedelta
+from pathlib import Path
 from typing import Any, Sequence
 
-from airflow.sdk import dag, task
+from airflow.sdk import Asset, dag, task
 
-from asr_tasks.config import get_settings
+from asr_tasks.config import TRANSCRIPTS_ASSET_URI, get_settings
+
+PLUGINS = str(Path(__file__).resolve().parent.parent / "plugins")
+if PLUGINS not in sys.path:
+    sys.path.append(PLUGINS)  # Airflow puts its plugins folder on the path; plain Python (tests, scripts) does not
+from recordings_sensor import RecordingsReadySensor  # noqa: E402
 
 settings = get_settings()
+TRANSCRIPTS = Asset(TRANSCRIPTS_ASSET_URI)
 
 
 def _pull_all(lazy: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -26,15 +34,16 @@ def _pull_all(lazy: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 @dag(
     dag_id="transcribe_daily",
     schedule="@daily",
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
-    max_active_runs=4,
+    start_date=datetime.fromisoformat(settings.dag_start_date),
+    catchup=settings.dag_catchup,
+    max_active_runs=settings.dag_max_active_runs,
     tags=["asr"],
     default_args={
         "retries": settings.task_retries,
         "retry_delay": timedelta(seconds=settings.retry_delay_seconds),
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(seconds=settings.max_retry_delay_seconds),
+        "queue": settings.default_queue,
     },
     doc_md=__doc__,
 )
@@ -63,23 +72,30 @@ def transcribe_daily() -> None:
 
         return plan(from_xcom(_pull_all(results)), settings.shard_audio_seconds)
 
-    @task(pool=settings.gpu_pool)
+    @task(pool=settings.gpu_pool, queue=settings.gpu_queue)
     def transcribe(shard: list[str]) -> dict[str, float]:
         from asr_tasks.pipeline import transcribe_shard
         from asr_tasks.storage import open_store
 
         return transcribe_shard(shard, open_store(settings), settings)
 
-    @task(trigger_rule="none_failed")
-    def index(results: list[dict[str, Any]]) -> dict[str, int]:
-        """Index transcripts and record quarantines; every sensed recording ends in one state."""
+    @task(trigger_rule="none_failed", outlets=[TRANSCRIPTS])
+    def index(results: list[dict[str, Any]], ds: str | None = None, outlet_events: Any = None) -> dict[str, int]:
+        """Index transcripts and record quarantines; every sensed recording ends in one state.
+
+        The Asset event names the call date, so the QA audit knows which day is ready.
+        """
         from asr_tasks.index import open_index
         from asr_tasks.pipeline import from_xcom, index_results
         from asr_tasks.storage import open_store
 
-        return index_results(from_xcom(_pull_all(results)), open_store(settings), open_index(settings), settings)
+        counts = index_results(from_xcom(_pull_all(results)), open_store(settings), open_index(settings), settings)
+        outlet_events[TRANSCRIPTS].extra = {"call_date": ds, **counts}
+        return counts
 
-    results = preprocess.expand(recording=sense())
+    sensed = sense()
+    RecordingsReadySensor(task_id="wait_for_recordings") >> sensed
+    results = preprocess.expand(recording=sensed)
     transcribed = transcribe.expand(shard=plan_shards(results))
     transcribed >> index(results)
 

@@ -9,7 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from asr_tasks.audio import AudioInfo, InvalidAudio, decode, pcm_duration, probe, read_pcm
+from asr_tasks.audio import (
+    AudioInfo,
+    InvalidAudio,
+    decode,
+    measure_loudness,
+    pcm_blocks,
+    pcm_duration,
+    probe,
+    read_pcm,
+)
 from asr_tasks.config import Settings
 
 DATA = Path(__file__).parent / "data"
@@ -179,34 +188,107 @@ def test_decode_with_loudness_normalisation(media: dict[str, Path], tmp_path: Pa
     assert not list((tmp_path / "norm").glob("*.raw.pcm"))
 
 
-def test_decode_truncated_wav(tmp_path: Path) -> None:
-    """A WAV whose header declares 10 s but holds 1 s: either refused with a reason, or the 1 s."""
+def test_probe_rejects_truncated_wav(tmp_path: Path) -> None:
+    """A WAV whose header declares 10 s but holds 1 s: an incomplete upload, refused before decoding."""
     full = tmp_path / "full.wav"
     ffmpeg("-f", "lavfi", "-i", "sine=f=440:d=10:r=16000", "-c:a", "pcm_s16le", str(full))
     cut = tmp_path / "cut.wav"
     data = full.read_bytes()
     cut.write_bytes(data[: len(data) // 10])
-    try:
-        out = decode(cut, probe(cut, RAW), tmp_path / "out", RAW)
-    except InvalidAudio as exc:
-        assert str(exc)
-    else:
-        assert list(out) == [-1]
-        assert pcm_duration(out[-1], SR) == pytest.approx(1.0, abs=0.05)
+    reason = r"^truncated: the WAV header declares 10\.0 s of audio, the file holds 1\.0 s$"
+    with pytest.raises(InvalidAudio, match=reason):
+        probe(cut, RAW)
+
+
+def test_probe_accepts_streamed_wav(tmp_path: Path) -> None:
+    """A WAV written to a pipe cannot state its length (sizes 0xFFFFFFFF): not truncated, just unsized."""
+    streamed = tmp_path / "streamed.wav"
+    data = subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-f", "lavfi", "-i", "sine=f=440:d=2:r=8000",
+                           "-f", "wav", "-"], check=True, capture_output=True).stdout
+    streamed.write_bytes(data)
+    assert data[4:8] == b"\xff\xff\xff\xff"
+    info = probe(streamed, RAW)
+    assert info.duration == pytest.approx(2.0, abs=0.01)
+    assert pcm_duration(decode(streamed, info, tmp_path / "out", RAW)[-1], SR) == pytest.approx(2.0, abs=0.01)
 
 
 def test_decode_truncated_mp3(media: dict[str, Path], tmp_path: Path) -> None:
-    """An mp3 cut to a tenth: its header still says 10 s, so it is refused as truncated or decoded short."""
+    """An mp3 cut to a tenth: its header still says 10 s, so what decodes is too short."""
     cut = tmp_path / "cut.mp3"
     data = media["long.mp3"].read_bytes()
     cut.write_bytes(data[: len(data) // 10])
-    try:
-        out = decode(cut, probe(cut, RAW), tmp_path / "out", RAW)
-    except InvalidAudio as exc:
-        assert "truncated" in str(exc) or "decod" in str(exc)
-    else:
-        assert list(out) == [-1]
-        assert 0 < pcm_duration(out[-1], SR) <= 1.2
+    info = probe(cut, RAW)
+    assert info.duration == pytest.approx(10.0, abs=0.1)
+    reason = r"^truncated or corrupt: decoded 1\.\d s of the 10\.0 s its header declares$"
+    with pytest.raises(InvalidAudio, match=reason):
+        decode(cut, info, tmp_path / "out", RAW)
+
+
+def test_probe_names_the_missing_mp4_index(tmp_path: Path) -> None:
+    """An MP4/M4A upload cut before its index (moov atom) is written: the reason says so."""
+    full = tmp_path / "full.m4a"
+    ffmpeg("-f", "lavfi", "-i", "sine=f=440:d=5", "-c:a", "aac", str(full))
+    cut = tmp_path / "cut.m4a"
+    cut.write_bytes(full.read_bytes()[: full.stat().st_size // 2])
+    with pytest.raises(InvalidAudio, match=r"^not a decodable media file: moov atom not found"):
+        probe(cut, RAW)
+
+
+# --- loudness ----------------------------------------------------------------------
+
+
+def level_db(pcm: np.ndarray) -> float:
+    return float(20 * np.log10(np.sqrt(np.mean(pcm.astype(np.float64) ** 2)) / 32768))
+
+
+@pytest.fixture(scope="module")
+def quiet_then_loud(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """8 s of a 300 Hz tone at -40 dBFS, then 8 s at -15 dBFS: 25 dB apart."""
+    path = tmp_path_factory.mktemp("loud") / "quiet_then_loud.wav"
+    ffmpeg("-f", "lavfi", "-i", "sine=f=300:d=8:r=16000", "-f", "lavfi", "-i", "sine=f=300:d=8:r=16000",
+           "-filter_complex", "[0]volume=-37dB[a];[1]volume=-12dB[b];[a][b]concat=n=2:v=0:a=1",
+           "-c:a", "pcm_s16le", str(path))
+    return path
+
+
+def test_measure_loudness_of_a_reference_tone(tmp_path: Path) -> None:
+    """EBU R128: a 1 kHz sine at -20 dBFS peak in one channel measures -23 LUFS."""
+    raw = tmp_path / "tone.pcm"
+    t = np.arange(10 * SR) / SR
+    (np.sin(2 * np.pi * 1000 * t) * 0.1 * 32768).astype("<i2").tofile(raw)
+    measured = measure_loudness(raw, NORMALISED)
+    assert measured["input_i"] == pytest.approx(-23.0, abs=0.2)
+    assert measured["input_tp"] == pytest.approx(-20.0, abs=0.2)
+
+
+def test_two_pass_applies_one_linear_gain(quiet_then_loud: Path, tmp_path: Path) -> None:
+    """Long files: measured first, then one gain; the quiet and the loud half keep their 25 dB."""
+    two_pass = dataclasses.replace(NORMALISED, loudness_two_pass_min_seconds=10.0)
+    out = decode(quiet_then_loud, probe(quiet_then_loud, two_pass), tmp_path, two_pass)[-1]
+    pcm = samples(out)
+    assert len(pcm) == pytest.approx(16 * SR, abs=SR // 100)
+    quiet, loud = pcm[SR : 7 * SR], pcm[9 * SR : 15 * SR]
+    assert level_db(loud) - level_db(quiet) == pytest.approx(25.0, abs=0.5)
+    assert measure_loudness(out, two_pass)["input_i"] == pytest.approx(two_pass.loudness_target_lufs, abs=1.0)
+
+
+def test_one_pass_for_short_files_rides_the_level(quiet_then_loud: Path, tmp_path: Path) -> None:
+    """Below the two-pass length the dynamic one-pass mode runs: it narrows the 25 dB gap."""
+    assert NORMALISED.loudness_two_pass_min_seconds > 16
+    out = decode(quiet_then_loud, probe(quiet_then_loud, NORMALISED), tmp_path, NORMALISED)[-1]
+    pcm = samples(out)
+    gap = level_db(pcm[9 * SR : 15 * SR]) - level_db(pcm[SR : 7 * SR])
+    assert gap < 20.0
+
+
+def test_two_pass_leaves_digital_silence_alone(tmp_path: Path) -> None:
+    src = tmp_path / "silence.wav"
+    ffmpeg("-f", "lavfi", "-i", "anullsrc=r=8000:cl=mono", "-t", "12", "-c:a", "pcm_s16le", str(src))
+    two_pass = dataclasses.replace(NORMALISED, loudness_two_pass_min_seconds=10.0)
+    out = decode(src, probe(src, two_pass), tmp_path / "out", two_pass)[-1]
+    pcm = samples(out)
+    assert len(pcm) == 12 * SR and not pcm.any()
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [out.name]
 
 
 # --- read_pcm ----------------------------------------------------------------------
@@ -226,3 +308,12 @@ def test_read_pcm_slices(tmp_path: Path) -> None:
     assert len(read_pcm(path, SR, -1.0, 0.5)) == SR // 2  # start clamps to 0
     assert len(read_pcm(path, SR, 5.0, 6.0)) == 0
     assert np.abs(whole).max() < 1.0
+
+
+def test_pcm_blocks_cover_the_file_in_order(tmp_path: Path) -> None:
+    ramp = (np.arange(10_000) % 32768).astype("<i2")
+    path = tmp_path / "ramp.pcm"
+    ramp.tofile(path)
+    blocks = list(pcm_blocks(path, 4096))
+    assert [len(b) for b in blocks] == [4096, 4096, 1808]
+    np.testing.assert_array_equal(np.concatenate(blocks), ramp)

@@ -30,6 +30,7 @@ def airflow_env(tmp: Path) -> dict[str, str]:
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp / 'airflow' / 'airflow.db'}",
         "ASR_STORE_ROOT": str(tmp / "store"),
         "ASR_INDEX_PATH": str(tmp / "index.sqlite"),
+        "ASR_LEDGER_URL": f"sqlite:///{tmp / 'ledger.sqlite'}",
         "ASR_WORK_DIR": str(tmp / "work"),
         "ASR_TASK_RETRIES": "0",
         "HF_HUB_OFFLINE": "1",
@@ -69,10 +70,27 @@ print(json.dumps({
     proc = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert info["tasks"] == ["index", "plan_shards", "preprocess", "sense", "transcribe"]
+    assert info["tasks"] == ["index", "plan_shards", "preprocess", "sense", "transcribe", "wait_for_recordings"]
     assert info["pool"] == "gpu"
     assert info["retries"] == [3] and info["backoff"]
     assert info["upstream_of_index"] == ["preprocess", "transcribe"]
+
+
+def test_audit_dag_runs_on_the_asset_that_transcription_updates() -> None:
+    code = """
+import json, runpy
+audit = runpy.run_path('dags/qa_audit_nightly.py')['qa_audit_nightly']()
+daily = runpy.run_path('dags/transcribe_daily.py')['transcribe_daily']()
+index = next(t for t in daily.tasks if t.task_id == 'index')
+print(json.dumps({
+    "schedule": sorted(a.uri for a in audit.timetable.asset_condition.objects),
+    "outlets": sorted(o.uri for o in index.outlets),
+}))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert info["schedule"] == info["outlets"] == ["asr://transcripts/daily"]
 
 
 @pytest.mark.e2e
@@ -98,7 +116,7 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
     assert states == {
         "call_0001.wav": "indexed", "call_0002.wav": "indexed", "call_0003.mp3": "indexed",
         "call_0004.wav": "indexed", "call_0005_jfk.flac": "indexed",
-        "call_0006.wav": "needs_review", "call_0007.wav": "quarantined",
+        "call_0006.wav": "needs_review", "call_0007.wav": "quarantined", "call_0008.ogg": "indexed",
     }
 
     hits = json.loads(run([asr, "search", "ask not what your country", "--json"], env).stdout)
@@ -114,6 +132,23 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
     assert json.loads(run([asr, "search", "calling Harbor Bank", "--speaker", "agent", "--json"], env).stdout)
     assert not json.loads(run([asr, "search", "calling Harbor Bank", "--speaker", "customer", "--json"], env).stdout)
     assert json.loads(run([asr, "search", "policy number", "--agent", "AG-1002", "--json"], env).stdout)
+
+    # The nightly audit over the same day finds the planted violations and nothing else.
+    proc = run([airflow, "dags", "test", "qa_audit_nightly", DAY], env)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    report = json.loads((tmp_path / "store" / "asr-artefacts" / "reports" / "qa" / DAY / "qa-audit.json").read_text())
+    assert {(f["key"].rsplit("/", 1)[-1], f["rule_id"]) for f in report["findings"]} == {
+        ("call_0001.wav", "promise-of-return"),
+        ("call_0008.ogg", "promise-of-return"),
+        ("call_0008.ogg", "card-number-read-out"),
+        ("call_0008.ogg", "recording-disclosure"),
+        ("call_0002.wav", "recording-disclosure"),
+        ("call_0003.mp3", "recording-disclosure"),
+        ("call_0004.wav", "recording-disclosure"),
+        ("call_0005_jfk.flac", "recording-disclosure"),
+    }
+    card = next(f for f in report["findings"] if f["rule_id"] == "card-number-read-out")
+    assert card["speaker"] == "agent" and card["start"] < card["end"]
 
     # Running the day again indexes nothing twice.
     before = json.loads(run([asr, "status", "--json"], env).stdout)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import shutil
 from pathlib import Path
@@ -28,6 +29,19 @@ def test_missing_or_incomplete_model_folder_is_a_clear_error(tmp_path: Path, mod
     shutil.copytree(model_dir, partial, ignore=shutil.ignore_patterns("tokenizer.json", "model.bin"))
     with pytest.raises(ModelError, match="lacks model.bin, tokenizer.json"):
         check_model_dir(partial)
+
+
+def test_tokenizer_of_another_model_is_a_clear_error(tmp_path: Path, model_dir: Path) -> None:
+    mixed = tmp_path / "mixed"
+    shutil.copytree(model_dir, mixed, ignore=shutil.ignore_patterns("model.bin"))
+    (mixed / "model.bin").write_bytes(b"")
+    tokenizer = json.loads((mixed / "tokenizer.json").read_text(encoding="utf-8"))
+    for token in tokenizer["added_tokens"]:  # an English-only Whisper's ids: one lower from here on
+        if token["content"] == "<|startoftranscript|>":
+            token["id"] -= 1
+    (mixed / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
+    with pytest.raises(ModelError, match=f"{mixed}: tokenizer.json does not match the model's vocabulary"):
+        check_model_dir(mixed)
 
 
 def test_engine_is_loaded_once_per_process(settings: Settings, model_dir: Path) -> None:

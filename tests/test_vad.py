@@ -114,17 +114,78 @@ def test_speech_regions_on_synthetic_probabilities() -> None:
     assert regions == [SpeechRegion(pytest.approx(20 * FRAME_S), pytest.approx(80 * FRAME_S))]
 
 
+def test_frame_levels_are_rms_dbfs_per_frame(tmp_path: Path) -> None:
+    path = tmp_path / "tone.pcm"
+    t = np.arange(SR) / SR
+    tone = np.sin(2 * np.pi * 500 * t) * 0.1 * 32768  # peak -20 dBFS: RMS -23 dBFS
+    np.concatenate([tone, np.zeros(SR // 2)]).astype("<i2").tofile(path)
+    levels = vad.frame_levels(path)
+    assert len(levels) == -(-(SR + SR // 2) // WINDOW)
+    np.testing.assert_allclose(levels[2:30], -23.0, atol=0.2)
+    assert levels[-5:].max() == pytest.approx(-120.0)  # digital silence, floored
+
+
+def test_speech_regions_widen_over_a_soft_first_word() -> None:
+    """The network enters at frame 40; the level says the word began at frame 30, after a 3-frame gap."""
+    probs = np.zeros(200, dtype=np.float32)
+    probs[40:80] = 0.9
+    levels = np.full(200, -65.0, dtype=np.float32)
+    levels[30:35] = -40.0  # "Plea-" that the network scored low
+    levels[38:80] = -30.0
+    plain = speech_regions(probs, SR, speech_pad_ms=0)
+    widened = speech_regions(probs, SR, speech_pad_ms=0, levels=levels)
+    assert plain == [SpeechRegion(pytest.approx(40 * FRAME_S), pytest.approx(80 * FRAME_S))]
+    assert widened == [SpeechRegion(pytest.approx(30 * FRAME_S), pytest.approx(80 * FRAME_S))]
+
+
+def test_speech_regions_widen_no_further_than_the_limits() -> None:
+    probs = np.zeros(300, dtype=np.float32)
+    probs[100:150] = 0.9
+    probs[250:260] = 0.9
+    levels = np.full(300, -65.0, dtype=np.float32)
+    levels[60:150] = -30.0  # sound for 1.3 s before the region: only 0.5 s of it is taken
+    levels[150:158] = -65.0  # a 256 ms quiet gap after the region ...
+    levels[158:165] = -30.0  # ... stops the widening before this
+    levels[245:260] = -30.0
+    regions = speech_regions(probs, SR, speech_pad_ms=0, levels=levels)
+    reach = int(vad.WIDEN_MS / 1000 / FRAME_S)
+    assert regions == [
+        SpeechRegion(pytest.approx((100 - reach) * FRAME_S), pytest.approx(150 * FRAME_S)),
+        SpeechRegion(pytest.approx(245 * FRAME_S), pytest.approx(260 * FRAME_S)),
+    ]
+
+
+def test_speech_regions_ignore_levels_of_steady_noise() -> None:
+    """A noise floor is not sound: widening needs frames well above it."""
+    probs = np.zeros(200, dtype=np.float32)
+    probs[50:90] = 0.9
+    rng = np.random.default_rng(2)
+    levels = (-50.0 + rng.uniform(-3, 3, 200)).astype(np.float32)
+    levels[50:90] = -20.0
+    assert speech_regions(probs, SR, speech_pad_ms=0, levels=levels) == speech_regions(probs, SR, speech_pad_ms=0)
+
+
 # --- cut_chunks --------------------------------------------------------------------
 
 
-def check_chunks(chunks: list[SpeechRegion], regions: list[SpeechRegion], max_seconds: float) -> None:
+def check_chunks(
+    chunks: list[SpeechRegion], regions: list[SpeechRegion], max_seconds: float, overlap: float = 0.0
+) -> None:
     for c in chunks:
         assert c.end - c.start <= max_seconds + 1e-9, c
         assert c.end > c.start
+        assert round(c.start, 3) == c.start and round(c.end, 3) == c.end  # millisecond times
     for a, b in zip(chunks, chunks[1:]):
-        assert a.end <= b.start
+        assert a.start < b.start
+        if a.end > b.start:  # only the two pieces of one split run overlap, by at most the overlap
+            assert a.end - b.start <= overlap + 1e-6, (a, b)
+            assert any(r.start <= b.start and a.end <= r.end for r in regions), (a, b)
     for r in regions:  # all speech stays covered
-        covered = sum(max(0.0, min(r.end, c.end) - max(r.start, c.start)) for c in chunks)
+        covered, reach = 0.0, r.start
+        for c in chunks:
+            lo, hi = max(reach, c.start), min(r.end, c.end)
+            if hi > lo:
+                covered, reach = covered + hi - lo, hi
         assert covered == pytest.approx(r.end - r.start, abs=0.002)
 
 
@@ -180,14 +241,41 @@ def test_cut_chunks_very_long_region() -> None:
 def test_cut_chunks_properties_random(seed: int) -> None:
     rng = np.random.default_rng(seed)
     max_seconds = float(rng.choice([5.0, 10.0, 30.0]))
+    overlap = float(rng.choice([0.0, 0.5, 1.0]))
     t, regions = float(rng.uniform(0, 2)), []
     for _ in range(int(rng.integers(1, 25))):
         length = float(rng.exponential(max_seconds / 2)) + 0.1
         regions.append(SpeechRegion(round(t, 3), round(t + length, 3)))
         t += length + float(rng.exponential(1.0)) + 0.05
     probs = rng.uniform(0.0, 1.0, int(t / FRAME_S) + 10).astype(np.float32)
-    chunks = cut_chunks(regions, probs, SR, max_seconds)
-    check_chunks(chunks, regions, max_seconds)
+    chunks = cut_chunks(regions, probs, SR, max_seconds, overlap)
+    check_chunks(chunks, regions, max_seconds, overlap)
+
+
+def test_cut_chunks_overlap_is_shared_around_the_quietest_frame() -> None:
+    probs = np.ones(int(50 / FRAME_S), dtype=np.float32)
+    dip = int(20.0 / FRAME_S)
+    probs[dip] = 0.05
+    region = SpeechRegion(1.0, 45.0)
+    chunks = cut_chunks([region], probs, SR, max_seconds=30.0, overlap_seconds=0.5)
+    assert chunks == [SpeechRegion(1.0, 20.25), SpeechRegion(19.75, 45.0)]
+    check_chunks(chunks, [region], 30.0, 0.5)
+
+
+def test_cut_chunks_overlap_never_pushes_a_piece_over_the_limit() -> None:
+    """Without a quieter frame the cut lands where the piece, overlap included, is exactly the limit."""
+    probs = np.ones(int(100 / FRAME_S), dtype=np.float32)
+    region = SpeechRegion(0.0, 95.0)
+    chunks = cut_chunks([region], probs, SR, max_seconds=30.0, overlap_seconds=0.5)
+    assert chunks[0].start == 0.0 and chunks[-1].end == 95.0
+    assert max(c.end - c.start for c in chunks) <= 30.0
+    check_chunks(chunks, [region], 30.0, 0.5)
+    assert [round(b.start - a.end, 3) for a, b in zip(chunks, chunks[1:])] == [-0.5] * (len(chunks) - 1)
+
+
+def test_cut_chunks_rejects_an_overlap_that_leaves_no_progress() -> None:
+    with pytest.raises(ValueError, match="overlap_seconds"):
+        cut_chunks([SpeechRegion(0.0, 50.0)], np.ones(2000, dtype=np.float32), SR, 10.0, overlap_seconds=5.0)
 
 
 def test_cut_chunks_on_real_vad_output(model: SileroVad, speech: tuple[Path, list[tuple[float, float]]]) -> None:

@@ -9,6 +9,7 @@ English goes through the porter stemmer, so "returns" finds "return".
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from contextlib import closing
@@ -16,14 +17,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from asr_tasks.models import INDEXED, Quarantine, SearchHit, Transcript
+from asr_tasks.index.query import AgentDayCount, Filters, SearchPage, decode_cursor, encode_cursor, to_fts5
+from asr_tasks.index.query import parse as parse_query
+from asr_tasks.models import INDEXED, Quarantine, Recording, SearchHit, Segment, Transcript
 
 _CJK = (
     "\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3038-\u303b\u3040-\u30ff\u3100-\u312f"
     "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
 )
 _CJK_CHAR = re.compile(f"([{_CJK}])")
-_QUERY_TERM = re.compile(r'"([^"]*)"|(\S+)')
 HL_OPEN, HL_CLOSE = "\x02", "\x03"
 
 SCHEMA = """
@@ -32,6 +34,7 @@ CREATE TABLE IF NOT EXISTS recordings (
     bucket TEXT NOT NULL,
     key TEXT NOT NULL,
     etag TEXT NOT NULL,
+    size INTEGER,
     call_id TEXT,
     call_date TEXT,
     agent_id TEXT,
@@ -45,6 +48,8 @@ CREATE TABLE IF NOT EXISTS recordings (
     pipeline_version TEXT,
     state TEXT NOT NULL,
     reason TEXT,
+    quality TEXT,
+    quality_failures TEXT,
     segments INTEGER NOT NULL DEFAULT 0,
     updated_at TEXT NOT NULL
 );
@@ -64,10 +69,20 @@ CREATE TABLE IF NOT EXISTS segments (
     language TEXT
 );
 CREATE INDEX IF NOT EXISTS segments_recording ON segments(recording_id);
+CREATE TABLE IF NOT EXISTS findings (
+    finding_id TEXT PRIMARY KEY,
+    call_date TEXT NOT NULL,
+    recording_id TEXT NOT NULL,
+    rule_id TEXT NOT NULL,
+    doc TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS findings_date ON findings(call_date);
 CREATE VIRTUAL TABLE IF NOT EXISTS segments_fts USING fts5(
     body, tokenize = 'porter unicode61 remove_diacritics 2'
 );
 """
+# Columns of recordings added after index files were first written, and their types.
+ADDED_COLUMNS = {"size": "INTEGER", "quality": "TEXT", "quality_failures": "TEXT"}
 
 
 def index_text(text: str) -> str:
@@ -76,16 +91,12 @@ def index_text(text: str) -> str:
 
 
 def match_expression(query: str) -> str | None:
-    """A user's words and "quoted phrases" as an FTS5 expression that cannot be a syntax error.
+    """A user's query (see asr_tasks.index.query) as an FTS5 expression that cannot be a syntax error.
 
-    Every term becomes a quoted phrase and terms are ANDed; None when nothing searchable is left.
+    Every term becomes a quoted phrase of its tokens; None when nothing searchable is left.
     """
-    phrases = []
-    for quoted, bare in _QUERY_TERM.findall(query):
-        words = re.findall(r"\w+", index_text(quoted or bare))
-        if words:
-            phrases.append('"' + " ".join(words) + '"')
-    return " AND ".join(phrases) if phrases else None
+    node = parse_query(query)
+    return None if node is None else to_fts5(node, lambda term: re.findall(r"\w+", index_text(term)))
 
 
 def restore_highlight(original: str, highlighted: str, open_tag: str, close_tag: str) -> str:
@@ -117,6 +128,10 @@ class SqliteIndex:
         with closing(self._connect()) as db, db:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(SCHEMA)
+            have = {r[1] for r in db.execute("PRAGMA table_info(recordings)")}
+            for name, kind in ADDED_COLUMNS.items():  # an index file written before these columns existed
+                if name not in have:
+                    db.execute(f"ALTER TABLE recordings ADD COLUMN {name} {kind}")
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=60)
@@ -152,6 +167,8 @@ class SqliteIndex:
             "pipeline_version": transcript.pipeline_version,
             "state": transcript.state,
             "reason": transcript.reason,
+            "quality": transcript.quality,
+            "quality_failures": ",".join(transcript.quality_failures) or None,
             "segments": len(transcript.segments),
         }
         with closing(self._connect()) as db, db:
@@ -196,31 +213,51 @@ class SqliteIndex:
         date_to: str | None = None,
         agent: str | None = None,
         speaker: str | None = None,
+        quality: str | None = None,
         limit: int = 20,
+    ) -> list[SearchHit]:
+        """The best ``limit`` hits; ``search_page`` pages further."""
+        return self.search_page(query, Filters(date_from, date_to, agent, speaker, quality), size=limit).hits
+
+    def search_page(
+        self,
+        query: str,
+        filters: Filters = Filters(),
+        size: int = 20,
+        after: str | None = None,
         open_tag: str = "<em>",
         close_tag: str = "</em>",
-    ) -> list[SearchHit]:
-        expression = match_expression(query)
-        if expression is None:
-            return []
-        where = ["segments_fts MATCH ?"]
-        params: list[Any] = [expression]
-        for clause, value in (("r.call_date >= ?", date_from), ("r.call_date <= ?", date_to),
-                              ("r.agent_id = ?", agent), ("s.speaker = ?", speaker)):
-            if value:
-                where.append(clause)
-                params.append(value)
-        sql = (
-            "SELECT s.*, r.key, r.call_date, r.agent_id,"
-            f" highlight(segments_fts, 0, '{HL_OPEN}', '{HL_CLOSE}') AS hl, bm25(segments_fts) AS score"
-            " FROM segments_fts JOIN segments s ON s.rowid = segments_fts.rowid"
-            " JOIN recordings r ON r.recording_id = s.recording_id"
-            f" WHERE {' AND '.join(where)} ORDER BY score, r.call_date, s.recording_id, s.seq LIMIT ?"
-        )
+    ) -> SearchPage:
+        """Hits by relevance (bm25, ties in index order); keyset-paged, so deep pages stay cheap.
+
+        The page is chosen on the FTS table alone (joined only for the filters in use); text,
+        recording and highlight are then read for its rows only.
+        """
+        matched = self._matching(query, filters, joins=False)
+        if matched is None:
+            return SearchPage([])
+        sql, params = matched
+        page_sql = f"SELECT rowid, score FROM (SELECT segments_fts.rowid AS rowid, bm25(segments_fts) AS score {sql})"
+        if after is not None:
+            page_sql += " WHERE (score, rowid) > (?, ?)"
+            params = [*params, *decode_cursor(after, 2)]
+        page_sql += " ORDER BY score, rowid LIMIT ?"
         with closing(self._connect()) as db:
-            rows = db.execute(sql, [*params, limit]).fetchall()
-        return [
-            SearchHit(
+            keys = db.execute(page_sql, [*params, size + 1]).fetchall()
+            more = len(keys) > size
+            keys = keys[:size]
+            rows = {row["rowid"]: row for row in db.execute(
+                "SELECT s.rowid AS rowid, s.*, r.key, r.call_date, r.agent_id,"
+                f" highlight(segments_fts, 0, '{HL_OPEN}', '{HL_CLOSE}') AS hl"
+                " FROM segments_fts JOIN segments s ON s.rowid = segments_fts.rowid"
+                " JOIN recordings r ON r.recording_id = s.recording_id"
+                f" WHERE segments_fts MATCH ? AND segments_fts.rowid IN ({', '.join('?' * len(keys))})",
+                [params[0], *(k["rowid"] for k in keys)],
+            )} if keys else {}
+        hits = []
+        for k in keys:
+            row = rows[k["rowid"]]
+            hits.append(SearchHit(
                 recording_id=row["recording_id"],
                 key=row["key"],
                 call_date=row["call_date"],
@@ -231,14 +268,58 @@ class SqliteIndex:
                 text=row["text"],
                 highlight=restore_highlight(row["text"], row["hl"], open_tag, close_tag),
                 agent_id=row["agent_id"],
-                score=round(-row["score"], 4),
-            )
-            for row in rows
-        ]
+                score=round(-k["score"], 4),
+            ))
+        cursor = encode_cursor([keys[-1]["score"], keys[-1]["rowid"]]) if more and keys else None
+        return SearchPage(hits, cursor)
+
+    def counts(self, query: str, filters: Filters = Filters()) -> list[AgentDayCount]:
+        """Matching segments and recordings per agent and day, for "who said it, and when"."""
+        matched = self._matching(query, filters)
+        if matched is None:
+            return []
+        sql, params = matched
+        with closing(self._connect()) as db:
+            rows = db.execute(
+                "SELECT r.agent_id, r.call_date, count(*) AS segments, count(DISTINCT s.recording_id) AS recordings"
+                f" {sql} GROUP BY r.agent_id, r.call_date ORDER BY r.agent_id, r.call_date",
+                params,
+            ).fetchall()
+        return [AgentDayCount(r["agent_id"], r["call_date"], r["segments"], r["recordings"]) for r in rows]
+
+    def _matching(self, query: str, filters: Filters, joins: bool = True) -> tuple[str, list[Any]] | None:
+        """FROM/WHERE of the segments matching the query and filters (the MATCH parameter first).
+
+        ``joins=False`` joins segments (s) and recordings (r) only as far as the filters need them.
+        """
+        expression = match_expression(query)
+        if expression is None:
+            return None
+        where = ["segments_fts MATCH ?"]
+        params: list[Any] = [expression]
+        for clause, value in (("r.call_date >= ?", filters.date_from), ("r.call_date <= ?", filters.date_to),
+                              ("r.agent_id = ?", filters.agent), ("s.speaker = ?", filters.speaker),
+                              ("r.quality = ?", filters.quality)):
+            if value:
+                where.append(clause)
+                params.append(value)
+        tables = "FROM segments_fts"
+        if joins or len(where) > 1:
+            tables += " JOIN segments s ON s.rowid = segments_fts.rowid"
+        if joins or any(clause.startswith("r.") for clause in where):
+            tables += " JOIN recordings r ON r.recording_id = s.recording_id"
+        return f"{tables} WHERE {' AND '.join(where)}", params
+
+    def recording(self, recording_id: str) -> dict[str, Any] | None:
+        """One recording's row (bucket, key, call date, state, ...), e.g. to play its audio."""
+        with closing(self._connect()) as db:
+            row = db.execute("SELECT * FROM recordings WHERE recording_id = ?", (recording_id,)).fetchone()
+        return None if row is None else dict(row)
 
     def states(self, call_date: str | None = None) -> list[dict[str, Any]]:
         """Every recording's state and failure reason, for status reports."""
-        sql = "SELECT recording_id, key, call_date, state, reason, segments, model, pipeline_version FROM recordings"
+        sql = ("SELECT recording_id, key, call_date, state, reason, quality, quality_failures, segments, model,"
+               " pipeline_version FROM recordings")
         params: list[Any] = []
         if call_date:
             sql += " WHERE call_date = ?"
@@ -246,12 +327,51 @@ class SqliteIndex:
         with closing(self._connect()) as db:
             return [dict(r) for r in db.execute(sql + " ORDER BY key", params)]
 
+    def transcripts_for_date(self, call_date: str) -> list[Transcript]:
+        """The day's transcribed recordings with their segments, as the audit reads them."""
+        with closing(self._connect()) as db:
+            recs = db.execute(
+                "SELECT * FROM recordings WHERE call_date = ? AND state != 'quarantined' ORDER BY key", (call_date,)
+            ).fetchall()
+            out = []
+            for row in recs:
+                segs = db.execute(
+                    "SELECT * FROM segments WHERE recording_id = ? ORDER BY seq", (row["recording_id"],)
+                ).fetchall()
+                out.append(Transcript(
+                    recording=Recording.from_dict(dict(row)),
+                    duration=row["duration"] or 0.0,
+                    segments=[Segment.from_dict(dict(s)) for s in segs],
+                    language=row["language"],
+                    model=row["model"] or "",
+                    pipeline_version=row["pipeline_version"] or "",
+                    speech_seconds=row["speech_seconds"] or 0.0,
+                    state=row["state"],
+                    reason=row["reason"],
+                ))
+        return out
+
+    def replace_findings(self, call_date: str, findings: list[dict[str, Any]]) -> None:
+        """The day's audit findings, replacing any earlier audit of that day."""
+        with closing(self._connect()) as db, db:
+            db.execute("DELETE FROM findings WHERE call_date = ?", (call_date,))
+            db.executemany(
+                "INSERT INTO findings (finding_id, call_date, recording_id, rule_id, doc) VALUES (?,?,?,?,?)",
+                [(f["finding_id"], call_date, f["recording_id"], f["rule_id"], json.dumps(f, ensure_ascii=False))
+                 for f in findings],
+            )
+
+    def findings(self, call_date: str) -> list[dict[str, Any]]:
+        with closing(self._connect()) as db:
+            rows = db.execute("SELECT doc FROM findings WHERE call_date = ? ORDER BY rowid", (call_date,)).fetchall()
+        return [json.loads(r["doc"]) for r in rows]
+
     def segment_count(self) -> int:
         with closing(self._connect()) as db:
             return int(db.execute("SELECT count(*) FROM segments").fetchone()[0])
 
 
 def _recording_columns(rec: dict[str, Any]) -> dict[str, Any]:
-    keep = ("recording_id", "bucket", "key", "etag", "call_id", "call_date", "agent_id", "customer_id",
+    keep = ("recording_id", "bucket", "key", "etag", "size", "call_id", "call_date", "agent_id", "customer_id",
             "direction", "started_at")
     return {k: rec.get(k) for k in keep}

@@ -1,0 +1,550 @@
+"""The production index: Elasticsearch 8 or 9 through the official client, same answers as SQLite.
+
+Layout: yearly indices ``<prefix>-segments-YYYY`` and ``<prefix>-recordings-YYYY``
+(and ``<prefix>-findings-YYYY`` for QA audits) behind the aliases
+``<prefix>-segments`` etc., created from the index templates in
+``include/elasticsearch/``; a backfill of 2016 writes to 2016's indices only.
+
+Documents have deterministic ids derived from bucket and key, not from the ETag:
+a recording's document and its n-th segment keep their ids across versions, so a
+new version overwrites the old one in place and the stale tail (an older version
+with more segments) is deleted by id in the same bulk request. Nothing depends on
+a refresh having happened, and a re-run never duplicates.
+
+Queries come from ``asr_tasks.index.query``: the user's syntax is parsed once
+and rendered as a bool query whose leaves are phrase simple_query_strings over
+``text`` (the Chinese analyser: ``cjk`` bigrams, or smartcn/IK) and ``text.en``
+(standard tokens, Porter stems: SQLite's tokenizer, and one token per Chinese
+character, so a phrase there matches any substring as in SQLite). Highlights come
+from ``text.en`` and map back onto the segment, which carries its start and end
+seconds. Pages are fetched with ``search_after`` on (score, recording, seq).
+
+The 9.x client announces ``compatible-with=9``, which Elasticsearch 8 rejects;
+requests are sent as ``compatible-with=8``, which 8 speaks natively and 9 through
+its REST compatibility layer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterator, TypeVar
+
+from elastic_transport import ConnectionError as TransportConnectionError
+from elastic_transport import ConnectionTimeout, HttpHeaders, TlsError, Urllib3HttpNode
+from elastic_transport._node import NodeApiResponse
+from elastic_transport.client_utils import DEFAULT, DefaultType
+from elasticsearch import ApiError, BadRequestError, Elasticsearch, NotFoundError, helpers
+
+from asr_tasks.config import PROJECT_ROOT, Settings
+from asr_tasks.index.query import (
+    AgentDayCount,
+    Filters,
+    IndexBackendError,
+    SearchPage,
+    decode_cursor,
+    encode_cursor,
+    to_elasticsearch,
+)
+from asr_tasks.index.query import parse as parse_query
+from asr_tasks.index.sqlite import HL_CLOSE, HL_OPEN, restore_highlight
+from asr_tasks.models import INDEXED, QUARANTINED, Quarantine, Recording, SearchHit, Segment, Transcript
+
+log = logging.getLogger(__name__)
+
+TEMPLATE_DIR = PROJECT_ROOT / "include" / "elasticsearch"
+KINDS = ("segments", "recordings", "findings")
+RETRY_STATUSES = (429, 500, 502, 503, 504)
+REFRESH_VALUES = ("wait_for", "true", "false")
+TEXT_FIELDS = ["text", "text.en"]
+HIGHLIGHT_FIELD = "text.en"
+PAGE = 1000  # documents per request when scanning (states, transcripts, findings)
+_COMPAT = re.compile(r"compatible-with=\d+")
+
+T = TypeVar("T")
+
+
+class ElasticsearchIndexError(IndexBackendError):
+    """Elasticsearch refused documents or requests; the message names them and why."""
+
+
+class Compat8Node(Urllib3HttpNode):
+    """The urllib3 node, speaking the REST dialect that Elasticsearch 8 and 9 both accept."""
+
+    def perform_request(
+        self,
+        method: str,
+        target: str,
+        body: bytes | None = None,
+        headers: HttpHeaders | None = None,
+        request_timeout: DefaultType | float | None = DEFAULT,
+    ) -> NodeApiResponse:
+        if headers is not None:
+            headers = headers.copy()
+            for name in ("accept", "content-type"):
+                value = headers.get(name)
+                if value:
+                    headers[name] = _COMPAT.sub("compatible-with=8", value)
+        return super().perform_request(method, target, body=body, headers=headers, request_timeout=request_timeout)
+
+
+def key_id(bucket: str, key: str) -> str:
+    """Document id of whatever version of bucket/key is current; segments append -00000, -00001, ..."""
+    return hashlib.sha256(f"{bucket}\x00{key}".encode()).hexdigest()[:24]
+
+
+def load_template(kind: str, prefix: str, analyzer: str) -> dict[str, Any]:
+    """An index template from include/elasticsearch/, with the configured prefix and Chinese analyser."""
+    path = TEMPLATE_DIR / f"{kind}.json"
+    try:
+        template = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ElasticsearchIndexError(f"{path}: cannot read the index template: {exc}") from exc
+    template["index_patterns"] = [f"{prefix}-{kind}-*"]
+    template["template"]["aliases"] = {f"{prefix}-{kind}": {}}
+    if kind == "segments":
+        template["template"]["mappings"]["properties"]["text"]["analyzer"] = analyzer
+    return template
+
+
+def _year(call_date: str | None) -> str:
+    return call_date[:4] if call_date and re.fullmatch(r"\d{4}-\d{2}-\d{2}", call_date) else "undated"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class ElasticsearchIndex:
+    """Segments, recordings and findings in Elasticsearch; idempotent to rewrite, safe to share."""
+
+    def __init__(
+        self,
+        client: Elasticsearch,
+        prefix: str = "asr",
+        analyzer: str = "cjk",
+        refresh: str = "wait_for",
+        max_retries: int = 5,
+        retry_backoff: float = 1.0,
+    ) -> None:
+        if refresh not in REFRESH_VALUES:
+            raise ValueError(f"es_refresh must be one of {', '.join(REFRESH_VALUES)}, not {refresh!r}")
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", prefix):
+            raise ValueError(f"es_index_prefix {prefix!r}: lowercase letters, digits, '_', '-', '.' only")
+        self.client = client
+        self.prefix = prefix
+        self.analyzer = analyzer
+        self.refresh = refresh
+        self.max_retries = max_retries
+        self.retry_backoff = retry_backoff
+        self._templates_ready = False
+        self._indices_ready: set[str] = set()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "ElasticsearchIndex":
+        return cls(
+            connect(settings),
+            prefix=settings.es_index_prefix,
+            analyzer=settings.es_analyzer,
+            refresh=settings.es_refresh,
+            max_retries=settings.es_max_retries,
+            retry_backoff=settings.es_retry_backoff_seconds,
+        )
+
+    # names
+
+    def alias(self, kind: str) -> str:
+        return f"{self.prefix}-{kind}"
+
+    def index_name(self, kind: str, call_date: str | None) -> str:
+        return f"{self.prefix}-{kind}-{_year(call_date)}"
+
+    # requests, with back-off
+
+    def _call(self, fn: Callable[[], T], statuses: tuple[int, ...] = RETRY_STATUSES) -> T:
+        """Run one request, retrying overload (429), server errors and lost connections with back-off."""
+        for attempt in range(self.max_retries + 1):
+            try:
+                return fn()
+            except ApiError as exc:
+                if exc.status_code not in statuses or attempt == self.max_retries:
+                    raise ElasticsearchIndexError(f"Elasticsearch: {exc}") from exc
+                reason = f"HTTP {exc.status_code}"
+            except (TransportConnectionError, ConnectionTimeout) as exc:
+                if isinstance(exc, TlsError) or attempt == self.max_retries:  # a certificate does not heal
+                    raise ElasticsearchIndexError(f"Elasticsearch unreachable: {exc.message}") from exc
+                reason = f"{type(exc).__name__}: {exc.message}"
+            delay = min(self.retry_backoff * 2**attempt, 60.0)
+            log.warning("Elasticsearch: %s, retrying in %.1f s (%d/%d)", reason, delay, attempt + 1, self.max_retries)
+            time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _search(self, kind: str, **body: Any) -> dict[str, Any]:
+        response = self._call(lambda: self.client.search(
+            index=self.alias(kind), ignore_unavailable=True, allow_no_indices=True, **body
+        ))
+        return dict(response.body)
+
+    def _scan(self, kind: str, query: dict[str, Any], sort: list[Any]) -> Iterator[dict[str, Any]]:
+        """Every matching document's source, in ``sort`` order, a page at a time via search_after."""
+        after: list[Any] | None = None
+        while True:
+            extra = {"search_after": after} if after is not None else {}
+            hits = self._search(kind, query=query, sort=sort, size=PAGE, track_total_hits=False, **extra)["hits"]["hits"]
+            for hit in hits:
+                yield hit["_source"]
+            if len(hits) < PAGE:
+                return
+            after = hits[-1]["sort"]
+
+    # set-up
+
+    def _ensure_index(self, kind: str, call_date: str | None) -> str:
+        """The yearly index for the date, created (from the template, with its alias) when missing."""
+        if not self._templates_ready:
+            for name in KINDS:
+                template = load_template(name, self.prefix, self.analyzer)
+                self._call(lambda: self.client.indices.put_index_template(name=self.alias(name), **template))
+            self._templates_ready = True
+        index = self.index_name(kind, call_date)
+        if index not in self._indices_ready:
+
+            def create() -> None:
+                try:
+                    self.client.indices.create(index=index)
+                except BadRequestError as exc:
+                    if exc.error != "resource_already_exists_exception":
+                        raise
+
+            self._call(create)
+            self._indices_ready.add(index)
+        return index
+
+    # writing
+
+    def _bulk(self, actions: list[dict[str, Any]], what: str) -> int:
+        """Send actions with streaming_bulk (429/5xx retried with back-off); per-document failures raise."""
+        failures: list[str] = []
+        done = 0
+
+        def run() -> None:
+            nonlocal done
+            failures.clear()
+            done = 0
+            for ok, item in helpers.streaming_bulk(
+                self.client, actions, max_retries=self.max_retries, initial_backoff=self.retry_backoff,
+                max_backoff=max(self.retry_backoff, 60.0), retry_on_status=RETRY_STATUSES,
+                raise_on_error=False, refresh=self.refresh,
+            ):
+                op, info = next(iter(item.items()))
+                if ok or (op == "delete" and info.get("status") == 404):
+                    done += 1
+                    continue
+                error = info.get("error")
+                reason = f"{error.get('type')}: {error.get('reason')}" if isinstance(error, dict) else str(error)
+                failures.append(f"{op} {info.get('_index')}/{info.get('_id')}: HTTP {info.get('status')} {reason}")
+
+        self._call(run, statuses=())
+        if failures:
+            shown = "; ".join(failures[:5]) + ("; ..." if len(failures) > 5 else "")
+            raise ElasticsearchIndexError(f"{what}: {len(failures)} of {len(actions)} documents failed: {shown}")
+        return done
+
+    def _replace(self, rec: Recording, doc: dict[str, Any], segments: list[dict[str, Any]]) -> None:
+        """Write the recording's documents over whatever version of its key was there, then drop the excess."""
+        rid = key_id(rec.bucket, rec.key)
+        seg_index = self._ensure_index("segments", rec.call_date)
+        rec_index = self._ensure_index("recordings", rec.call_date)
+
+        def stored_segments() -> int:
+            """How many segments the key's current version has (a realtime get: no refresh needed)."""
+            try:
+                old = self.client.get(index=rec_index, id=rid, source_includes=["segments"])
+            except NotFoundError:
+                return 0
+            return int(old["_source"].get("segments") or 0)
+
+        old_count = self._call(stored_segments)
+        actions: list[dict[str, Any]] = [
+            {"_op_type": "index", "_index": seg_index, "_id": f"{rid}-{seq:05d}", "_source": seg}
+            for seq, seg in enumerate(segments)
+        ]
+        actions += [{"_op_type": "delete", "_index": seg_index, "_id": f"{rid}-{seq:05d}"}
+                    for seq in range(len(segments), old_count)]
+        actions.append({"_op_type": "index", "_index": rec_index, "_id": rid, "_source": doc})
+        self._bulk(actions, f"{rec.bucket}/{rec.key}")
+
+    def replace_recording(self, transcript: Transcript) -> int:
+        """Index one recording's segments, replacing whatever was indexed for its key before."""
+        rec = transcript.recording
+        doc = {
+            **_recording_fields(rec),
+            "duration": transcript.duration,
+            "speech_seconds": transcript.speech_seconds,
+            "language": transcript.language,
+            "model": transcript.model,
+            "pipeline_version": transcript.pipeline_version,
+            "state": transcript.state,
+            "reason": transcript.reason,
+            "quality": transcript.quality,
+            "quality_failures": list(transcript.quality_failures),
+            "segments": len(transcript.segments),
+            "updated_at": _now(),
+        }
+        shared = {k: doc[k] for k in ("recording_id", "bucket", "key", "call_id", "call_date", "started_at",
+                                      "agent_id", "customer_id", "direction", "quality", "model", "pipeline_version")}
+        now = _now()
+        segments = [
+            {
+                **shared,
+                "segment_id": f"{rec.recording_id}-{seq:05d}",
+                "seq": seq,
+                "channel": seg.channel,
+                "speaker": seg.speaker,
+                "start": seg.start,
+                "end": seg.end,
+                "text": seg.text,
+                "avg_logprob": seg.avg_logprob,
+                "no_speech_prob": seg.no_speech_prob,
+                "language": seg.language or transcript.language,
+                "indexed_at": now,
+            }
+            for seq, seg in enumerate(transcript.segments)
+        ]
+        self._replace(rec, doc, segments)
+        return len(segments)
+
+    def record_quarantine(self, quarantine: Quarantine) -> None:
+        doc = {
+            **_recording_fields(quarantine.recording),
+            "pipeline_version": quarantine.pipeline_version,
+            "state": quarantine.state,
+            "reason": quarantine.reason,
+            "segments": 0,
+            "updated_at": _now(),
+        }
+        self._replace(quarantine.recording, doc, [])
+
+    # reading
+
+    def recording(self, recording_id: str) -> dict[str, Any] | None:
+        """The current recording document with this id (bucket, key, call date, state, ...)."""
+        hits = self._search("recordings", query={"term": {"recording_id": recording_id}}, size=1)["hits"]["hits"]
+        return _row(hits[0]["_source"]) if hits else None
+
+    def current_state(self, recording_id: str, model: str, pipeline_version: str) -> str | None:
+        """The recording's state if it was processed by this model and pipeline version."""
+        row = self.recording(recording_id)
+        if row is None or row.get("pipeline_version") != pipeline_version:
+            return None
+        if row.get("state") == INDEXED and row.get("model") != model:
+            return None
+        return str(row["state"])
+
+    def states(self, call_date: str | None = None) -> list[dict[str, Any]]:
+        """Every recording's state and failure reason, for status reports."""
+        query = {"term": {"call_date": call_date}} if call_date else {"match_all": {}}
+        fields = ("recording_id", "key", "call_date", "state", "reason", "quality", "quality_failures", "segments",
+                  "model", "pipeline_version")
+        return [{f: row.get(f) for f in fields}
+                for row in map(_row, self._scan("recordings", query, [{"key": "asc"}, {"recording_id": "asc"}]))]
+
+    def _filters(self, filters: Filters) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        if filters.date_from or filters.date_to:
+            bounds = {op: value for op, value in (("gte", filters.date_from), ("lte", filters.date_to)) if value}
+            out.append({"range": {"call_date": {**bounds, "format": "yyyy-MM-dd"}}})
+        for field, value in (("agent_id", filters.agent), ("speaker", filters.speaker), ("quality", filters.quality)):
+            if value:
+                out.append({"term": {field: value}})
+        return out
+
+    def _query(self, query: str, filters: Filters) -> dict[str, Any] | None:
+        node = parse_query(query)
+        if node is None:
+            return None
+        return {"bool": {"must": [to_elasticsearch(node, TEXT_FIELDS)], "filter": self._filters(filters)}}
+
+    def search(
+        self,
+        query: str,
+        date_from: str | None = None,
+        date_to: str | None = None,
+        agent: str | None = None,
+        speaker: str | None = None,
+        quality: str | None = None,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        """The best ``limit`` hits; ``search_page`` pages further."""
+        return self.search_page(query, Filters(date_from, date_to, agent, speaker, quality), size=limit).hits
+
+    def search_page(
+        self,
+        query: str,
+        filters: Filters = Filters(),
+        size: int = 20,
+        after: str | None = None,
+        open_tag: str = "<em>",
+        close_tag: str = "</em>",
+    ) -> SearchPage:
+        """Hits by relevance, ties by recording and position; deep pages via search_after."""
+        es_query = self._query(query, filters)
+        if es_query is None:
+            return SearchPage([])
+        body: dict[str, Any] = {
+            "query": es_query,
+            "sort": [{"_score": "desc"}, {"recording_id": "asc"}, {"seq": "asc"}],
+            "size": size + 1,
+            "track_total_hits": False,
+            "highlight": {
+                "pre_tags": [HL_OPEN],
+                "post_tags": [HL_CLOSE],
+                "fields": {HIGHLIGHT_FIELD: {"number_of_fragments": 0}},
+            },
+        }
+        if after is not None:
+            body["search_after"] = decode_cursor(after, 3)
+        hits = self._search("segments", **body)["hits"]["hits"]
+        page = []
+        for hit in hits[:size]:
+            src = hit["_source"]
+            marked = (hit.get("highlight", {}).get(HIGHLIGHT_FIELD) or [src["text"]])[0]
+            page.append(SearchHit(
+                recording_id=src["recording_id"],
+                key=src["key"],
+                call_date=src.get("call_date") or "",
+                speaker=src["speaker"],
+                channel=src["channel"],
+                start=src["start"],
+                end=src["end"],
+                text=src["text"],
+                highlight=restore_highlight(src["text"], marked, open_tag, close_tag),
+                agent_id=src.get("agent_id"),
+                score=round(float(hit.get("_score") or 0.0), 4),
+            ))
+        next_after = encode_cursor(hits[size - 1]["sort"]) if len(hits) > size and size > 0 else None
+        return SearchPage(page, next_after)
+
+    def counts(self, query: str, filters: Filters = Filters()) -> list[AgentDayCount]:
+        """Matching segments and recordings per agent and day (a composite aggregation, paged)."""
+        es_query = self._query(query, filters)
+        if es_query is None:
+            return []
+        composite: dict[str, Any] = {
+            "size": PAGE,
+            "sources": [
+                {"agent": {"terms": {"field": "agent_id", "missing_bucket": True}}},
+                {"day": {"date_histogram": {"field": "call_date", "calendar_interval": "1d",
+                                            "format": "yyyy-MM-dd", "missing_bucket": True}}},
+            ],
+        }
+        out: list[AgentDayCount] = []
+        while True:
+            aggs = {"per_agent_day": {"composite": composite,
+                                      "aggs": {"recordings": {"cardinality": {"field": "recording_id"}}}}}
+            result = self._search("segments", query=es_query, size=0, track_total_hits=False, aggs=aggs)
+            agg = result.get("aggregations", {}).get("per_agent_day", {})
+            for bucket in agg.get("buckets", []):
+                out.append(AgentDayCount(bucket["key"]["agent"], bucket["key"]["day"], bucket["doc_count"],
+                                         bucket["recordings"]["value"]))
+            if "after_key" not in agg or not agg.get("buckets"):
+                return out
+            composite = {**composite, "after": agg["after_key"]}
+
+    # QA audit
+
+    def transcripts_for_date(self, call_date: str) -> list[Transcript]:
+        """The day's transcribed recordings with their segments, as the audit reads them."""
+        recordings = [src for src in self._scan("recordings", {"term": {"call_date": call_date}},
+                                                [{"key": "asc"}, {"recording_id": "asc"}])
+                      if src.get("state") != QUARANTINED]
+        segments: dict[str, list[Segment]] = {}
+        for src in self._scan("segments", {"term": {"call_date": call_date}},
+                              [{"recording_id": "asc"}, {"seq": "asc"}]):
+            segments.setdefault(src["recording_id"], []).append(Segment.from_dict(src))
+        return [
+            Transcript(
+                recording=Recording.from_dict(src),
+                duration=src.get("duration") or 0.0,
+                segments=segments.get(src["recording_id"], []),
+                language=src.get("language"),
+                model=src.get("model") or "",
+                pipeline_version=src.get("pipeline_version") or "",
+                speech_seconds=src.get("speech_seconds") or 0.0,
+                state=src["state"],
+                reason=src.get("reason"),
+                quality=src.get("quality"),
+                quality_failures=list(src.get("quality_failures") or []),
+            )
+            for src in recordings
+        ]
+
+    def replace_findings(self, call_date: str, findings: list[dict[str, Any]]) -> None:
+        """The day's audit findings, replacing any earlier audit of that day."""
+        index = self._ensure_index("findings", call_date)
+        actions = [
+            {"_op_type": "index", "_index": index, "_id": f["finding_id"],
+             "_source": {"finding_id": f["finding_id"], "call_date": call_date, "recording_id": f["recording_id"],
+                         "rule_id": f["rule_id"], "seq": seq, "finding": f}}
+            for seq, f in enumerate(findings)
+        ]
+        if actions:
+            self._bulk(actions, f"findings of {call_date}")
+        stale = {"bool": {"filter": [{"term": {"call_date": call_date}}],
+                          "must_not": [{"ids": {"values": [f["finding_id"] for f in findings]}}]}}
+        self._call(lambda: self.client.delete_by_query(
+            index=self.alias("findings"), query=stale, conflicts="proceed", refresh=True,
+            ignore_unavailable=True, allow_no_indices=True,
+        ))
+
+    def findings(self, call_date: str) -> list[dict[str, Any]]:
+        return [src["finding"] for src in self._scan("findings", {"term": {"call_date": call_date}},
+                                                     [{"seq": "asc"}, {"finding_id": "asc"}])]
+
+
+def _row(src: dict[str, Any]) -> dict[str, Any]:
+    """A recording document in the shape of the SQLite index's rows (failures as one comma-separated string)."""
+    row = dict(src)
+    row["quality_failures"] = ",".join(src.get("quality_failures") or []) or None
+    return row
+
+
+def _recording_fields(rec: Recording) -> dict[str, Any]:
+    keep = ("recording_id", "bucket", "key", "etag", "size", "call_id", "call_date", "agent_id", "customer_id",
+            "direction", "started_at")
+    doc = {k: getattr(rec, k) for k in keep}
+    doc["call_date"] = doc["call_date"] or None
+    return doc
+
+
+def connect(settings: Settings) -> Elasticsearch:
+    """A client for es_url with an API key or basic auth, TLS verified against es_ca_certs when set."""
+    hosts = [u.strip() for u in settings.es_url.split(",") if u.strip()]
+    if not hosts:
+        raise ValueError("es_url is empty")
+    auth: dict[str, Any] = {}
+    if settings.es_api_key:
+        auth["api_key"] = settings.es_api_key
+    elif settings.es_username:
+        if settings.es_password is None:
+            raise ValueError("es_username is set but es_password is not")
+        auth["basic_auth"] = (settings.es_username, settings.es_password)
+    if settings.es_ca_certs:
+        ca = settings.path("es_ca_certs")
+        if not ca.is_file():
+            raise ValueError(f"es_ca_certs {ca}: no such file")
+        auth["ca_certs"] = str(ca)
+    return Elasticsearch(
+        hosts,
+        node_class=Compat8Node,
+        request_timeout=settings.es_request_timeout_seconds,
+        max_retries=0,  # retries with back-off happen in ElasticsearchIndex
+        retry_on_status=(),
+        retry_on_timeout=False,
+        **auth,
+    )
+

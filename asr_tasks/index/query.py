@@ -1,0 +1,249 @@
+"""The search syntax shared by every index backend, parsed once so that all answer alike.
+
+The grammar is simple_query_string's: words and ``"quoted phrases"`` are ANDed
+(``+`` may be written explicitly), ``|`` is OR, a leading ``-`` excludes a word,
+phrase or ``( group )``. AND binds tighter than OR (``a b | c`` is ``(a b) | c``).
+Every word is matched as a phrase of its tokens, so ``保证收益`` and ``e-mail`` match
+only consecutively. An exclusion needs something positive beside it (``-风险``
+alone finds nothing). Any input parses: stray quotes and parentheses close at the
+end, operators without operands are dropped, so a user's query is never a syntax
+error in SQLite FTS5 or in Elasticsearch.
+
+Elasticsearch's own simple_query_string parser reads operators left to right
+without precedence and lets ``-`` mean "or not" under the OR default; rendering
+our tree as a bool query of one-phrase simple_query_strings keeps its analysers
+while fixing the boolean meaning to the one SQLite gets.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Union
+
+from asr_tasks.models import SearchHit
+
+_WORD = re.compile(r"\w")
+_BARE_END = re.compile(r'[\s"()|]')
+
+
+@dataclass(frozen=True)
+class Term:
+    """One word or quoted phrase as the user wrote it."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class And:
+    """All of ``items`` and none of ``exclude``."""
+
+    items: tuple["Node", ...]
+    exclude: tuple["Node", ...] = ()
+
+
+@dataclass(frozen=True)
+class Or:
+    items: tuple["Node", ...]
+
+
+Node = Union[Term, And, Or]
+
+
+def _tokens(query: str) -> Iterator[tuple[str, str]]:
+    """(kind, text) pairs: PHRASE, WORD, '(', ')', '|', '+', '-'."""
+    i, n = 0, len(query)
+    while i < n:
+        ch = query[i]
+        if ch.isspace():
+            i += 1
+        elif ch == '"':
+            end = query.find('"', i + 1)
+            end = n if end < 0 else end
+            yield "PHRASE", query[i + 1:end]
+            i = end + 1
+        elif ch in "()|":
+            yield ch, ch
+            i += 1
+        elif ch in "+-":
+            # An operator only when attached to what follows ("-risk"); inside a word ("e-mail") it is text.
+            if i + 1 < n and not query[i + 1].isspace():
+                yield ch, ch
+            i += 1
+        else:
+            match = _BARE_END.search(query, i)
+            end = match.start() if match else n
+            yield "WORD", query[i:end]
+            i = end
+
+
+class _Parser:
+    def __init__(self, query: str) -> None:
+        self.tokens = list(_tokens(query))
+        self.pos = 0
+
+    def peek(self) -> str | None:
+        return self.tokens[self.pos][0] if self.pos < len(self.tokens) else None
+
+    def parse(self) -> Node | None:
+        node = self.or_expr()
+        while self.peek() is not None:  # a stray ")" at the top: skip it and go on
+            self.pos += 1
+            node = _and([n for n in (node, self.or_expr()) if n is not None], [])
+        return node
+
+    def or_expr(self) -> Node | None:
+        items = [self.and_expr()]
+        while self.peek() == "|":
+            self.pos += 1
+            items.append(self.and_expr())
+        kept = [i for i in items if i is not None]
+        if not kept:
+            return None
+        return kept[0] if len(kept) == 1 else Or(tuple(_flatten(kept, Or)))
+
+    def and_expr(self) -> Node | None:
+        positive: list[Node] = []
+        negative: list[Node] = []
+        while self.peek() not in (None, "|", ")"):
+            if self.peek() == "+":
+                self.pos += 1
+                continue
+            negated = False
+            while self.peek() in ("-", "+"):
+                negated ^= self.peek() == "-"
+                self.pos += 1
+            node = self.primary()
+            if node is not None:
+                (negative if negated else positive).append(node)
+        return _and(positive, negative)
+
+    def primary(self) -> Node | None:
+        kind = self.peek()
+        if kind is None or kind in ("|", ")"):
+            return None
+        _, text = self.tokens[self.pos]
+        self.pos += 1
+        if kind == "(":
+            node = self.or_expr()
+            if self.peek() == ")":
+                self.pos += 1
+            return node
+        return Term(text) if _WORD.search(text) else None
+
+
+def _flatten(nodes: list[Node], kind: type) -> Iterator[Node]:
+    for node in nodes:
+        if isinstance(node, kind) and not (isinstance(node, And) and node.exclude):
+            yield from node.items
+        else:
+            yield node
+
+
+def _and(positive: list[Node], negative: list[Node]) -> Node | None:
+    if not positive:
+        return None
+    items = tuple(_flatten(positive, And))
+    if len(items) == 1 and not negative:
+        return items[0]
+    return And(items, tuple(negative))
+
+
+def parse(query: str) -> Node | None:
+    """The query's tree; None when nothing searchable is left."""
+    return _Parser(query).parse()
+
+
+def to_fts5(node: Node, words: Callable[[str], list[str]], nested: bool = False) -> str:
+    """An FTS5 MATCH expression: every term a quoted phrase of ``words(term)``."""
+    if isinstance(node, Term):
+        return '"' + " ".join(words(node.text)) + '"'
+    if isinstance(node, Or):
+        text = " OR ".join(to_fts5(i, words, True) for i in node.items)
+        return f"({text})" if nested else text
+    text = " AND ".join(to_fts5(i, words, True) for i in node.items)
+    if node.exclude:
+        excluded = node.exclude[0] if len(node.exclude) == 1 else Or(node.exclude)
+        left = f"({text})" if len(node.items) > 1 else text
+        text = f"{left} NOT {to_fts5(excluded, words, True)}"
+    return f"({text})" if nested else text
+
+
+def to_elasticsearch(node: Node, fields: list[str]) -> dict[str, Any]:
+    """A bool query whose leaves are one-phrase simple_query_strings over ``fields``."""
+    if isinstance(node, Term):
+        phrase = re.sub(r'["\\]', " ", node.text).strip()
+        return {"simple_query_string": {"query": f'"{phrase}"', "fields": fields, "flags": "PHRASE"}}
+    if isinstance(node, Or):
+        return {"bool": {"should": [to_elasticsearch(i, fields) for i in node.items], "minimum_should_match": 1}}
+    bool_query: dict[str, Any] = {"must": [to_elasticsearch(i, fields) for i in node.items]}
+    if node.exclude:
+        bool_query["must_not"] = [to_elasticsearch(i, fields) for i in node.exclude]
+    return {"bool": bool_query}
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a search is restricted to; None means no restriction."""
+
+    date_from: str | None = None
+    date_to: str | None = None
+    agent: str | None = None
+    speaker: str | None = None
+    quality: str | None = None
+
+
+@dataclass
+class SearchPage:
+    """One page of hits; ``next_after`` fetches the next page, None on the last one."""
+
+    hits: list[SearchHit]
+    next_after: str | None = None
+
+
+@dataclass
+class AgentDayCount:
+    """Matching segments (and the recordings they are in) of one agent on one day."""
+
+    agent_id: str | None
+    call_date: str | None
+    segments: int
+    recordings: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"agent_id": self.agent_id, "call_date": self.call_date, "segments": self.segments,
+                "recordings": self.recordings}
+
+
+class CursorError(ValueError):
+    """A page cursor that this index did not hand out."""
+
+
+class IndexBackendError(RuntimeError):
+    """The index server refused or could not be reached; the message says which and why."""
+
+
+def encode_cursor(values: list[Any]) -> str:
+    """An opaque, URL-safe token for the sort values of a page's last hit."""
+    return base64.urlsafe_b64encode(json.dumps(values, separators=(",", ":")).encode()).decode().rstrip("=")
+
+
+def decode_cursor(token: str, length: int) -> list[Any]:
+    try:
+        values = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (ValueError, binascii.Error) as exc:
+        raise CursorError(f"invalid page cursor {token!r}: {exc}") from exc
+    if not isinstance(values, list) or len(values) != length:
+        raise CursorError(f"invalid page cursor {token!r}: not a cursor of this index")
+    return values
+
+
+def clock(seconds: float) -> str:
+    """A hit's time as people read it next to a player: 12.34 -> "0:12.3", 3723.0 -> "1:02:03.0"."""
+    minutes, tenths = divmod(round(max(seconds, 0.0) * 10), 600)
+    hours, minutes = divmod(minutes, 60)
+    secs = f"{tenths / 10:04.1f}"
+    return f"{hours}:{minutes:02d}:{secs}" if hours else f"{minutes}:{secs}"

@@ -1,0 +1,238 @@
+"""The ledger: one row per recording version (bucket, key, ETag) and where it stands.
+
+Stages record their transitions here: ``sensed`` -> ``preprocessed`` ->
+``transcribed`` -> one final state (``indexed``, ``needs_review`` or
+``quarantined`` with a reason). States only move forward, so a retried or
+re-run stage that finds its artefact never sets a finished recording back; a
+new model or pipeline version, or a new ETag under the same key, starts the
+row over (the older version's row becomes ``superseded``). ``asr status``
+reads it. SQLite by default, PostgreSQL in production (``ledger_url``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    bindparam,
+    create_engine,
+    event,
+    func,
+    inspect,
+    select,
+    update,
+)
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import NullPool
+from sqlalchemy.schema import CreateIndex, CreateTable
+
+from asr_tasks.config import PROJECT_ROOT, Settings
+from asr_tasks.models import INDEXED, NEEDS_REVIEW, QUARANTINED, Recording
+
+log = logging.getLogger(__name__)
+
+SENSED = "sensed"
+PREPROCESSED = "preprocessed"
+TRANSCRIBED = "transcribed"
+SUPERSEDED = "superseded"
+FINAL_STATES = (INDEXED, NEEDS_REVIEW, QUARANTINED)
+_RANK = {SENSED: 0, PREPROCESSED: 1, TRANSCRIBED: 2, INDEXED: 3, NEEDS_REVIEW: 3, QUARANTINED: 3}
+STAGES = ("preprocess", "transcribe", "index")
+
+metadata = MetaData()
+recordings = Table(
+    "recording_ledger",
+    metadata,
+    Column("recording_id", String(64), primary_key=True),
+    Column("bucket", String(255), nullable=False),
+    Column("key", String(1024), nullable=False),
+    Column("etag", String(128), nullable=False),
+    Column("call_date", String(10)),
+    Column("state", String(20), nullable=False),
+    Column("reason", Text),
+    Column("model", String(255)),
+    Column("pipeline_version", String(32)),
+    Column("segments", Integer),
+    *(Column(f"{stage}_seconds", Float) for stage in STAGES),
+    Column("sensed_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("bucket", "key", "etag", name="recording_ledger_version"),
+)
+Index("recording_ledger_date_state", recordings.c.call_date, recordings.c.state)
+Index("recording_ledger_key", recordings.c.bucket, recordings.c.key)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def resolve_url(url: str) -> str:
+    """A relative SQLite path is relative to the project root; plain ``postgresql://`` uses psycopg2 (pinned)."""
+    parsed = make_url(url)
+    if parsed.drivername == "postgresql":
+        return parsed.set(drivername="postgresql+psycopg2").render_as_string(hide_password=False)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database or parsed.database == ":memory:":
+        return url
+    path = Path(parsed.database)
+    if not path.is_absolute():
+        path = PROJECT_ROOT / path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return parsed.set(database=str(path)).render_as_string(hide_password=False)
+
+
+class Ledger:
+    """The ledger table in one database; safe to open from many processes at once."""
+
+    def __init__(self, url: str) -> None:
+        self.url = resolve_url(url)
+        dialect = make_url(self.url).get_backend_name()
+        if dialect not in {"sqlite", "postgresql"}:
+            raise ValueError(f"ledger_url {url!r}: unsupported database {dialect!r} (supported: sqlite, postgresql)")
+        if dialect == "sqlite":
+            self.engine: Engine = create_engine(self.url, poolclass=NullPool, connect_args={"timeout": 60})
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        else:
+            self.engine = create_engine(self.url, pool_pre_ping=True)
+        self._create_schema()
+
+    def _create_schema(self) -> None:
+        try:
+            with self.engine.begin() as db:
+                db.execute(CreateTable(recordings, if_not_exists=True))
+                for index in recordings.indexes:
+                    db.execute(CreateIndex(index, if_not_exists=True))
+        except DBAPIError:
+            if not inspect(self.engine).has_table(recordings.name):
+                raise  # a race with another process creating it is fine; anything else is not
+
+    def sensed(self, recs: Iterable[Recording], model: str, pipeline_version: str) -> None:
+        """Record a day's listing: new versions start as ``sensed``; earlier versions of their keys are superseded.
+
+        A row whose model or pipeline version differs from the current ones starts over
+        (a quarantine stands across models: it depends on the file, not on the model).
+        """
+        recs = list(recs)
+        if not recs:
+            return
+        now = _now()
+        t = recordings
+        rows = [{"recording_id": r.recording_id, "bucket": r.bucket, "key": r.key, "etag": r.etag,
+                 "call_date": r.call_date or None, "state": SENSED, "model": model,
+                 "pipeline_version": pipeline_version, "sensed_at": now, "updated_at": now} for r in recs]
+        restart = (
+            update(t)
+            .where(t.c.recording_id == bindparam("rid"))
+            .where((t.c.state == SUPERSEDED) | (t.c.pipeline_version != pipeline_version)
+                   | ((t.c.model != model) & (t.c.state != QUARANTINED)))
+            .values(state=SENSED, reason=None, model=model, pipeline_version=pipeline_version, segments=None,
+                    sensed_at=now, updated_at=now, **{f"{s}_seconds": None for s in STAGES})
+        )
+        supersede = (
+            update(t)
+            .where(t.c.bucket == bindparam("b"), t.c.key == bindparam("k"), t.c.recording_id != bindparam("rid"),
+                   t.c.state != SUPERSEDED)
+            .values(state=SUPERSEDED, reason=bindparam("why"), updated_at=now)
+        )
+        with self.engine.begin() as db:
+            db.execute(self._insert_missing(), rows)
+            db.execute(restart, [{"rid": r.recording_id} for r in recs])
+            db.execute(supersede, [{"b": r.bucket, "k": r.key, "rid": r.recording_id,
+                                    "why": f"replaced by a newer version (ETag {r.etag})"} for r in recs])
+
+    def _insert_missing(self) -> Any:
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        return insert(recordings).on_conflict_do_nothing(index_elements=["recording_id"])
+
+    def advance(
+        self,
+        recording_id: str,
+        state: str,
+        *,
+        reason: str | None = None,
+        stage: str | None = None,
+        seconds: float | None = None,
+        segments: int | None = None,
+    ) -> bool:
+        """Move a recording forward to ``state``; False when it is already there or further (or not in the ledger).
+
+        A final state may replace another final state: the index is the authority on
+        how a recording ended.
+        """
+        rank = _RANK[state]
+        before = [s for s, r in _RANK.items() if r < rank or (r == rank == 3 and s != state)]
+        values: dict[str, Any] = {"state": state, "reason": reason, "updated_at": _now()}
+        if stage is not None:
+            if stage not in STAGES:
+                raise ValueError(f"unknown stage {stage!r} (stages: {', '.join(STAGES)})")
+            values[f"{stage}_seconds"] = None if seconds is None else round(seconds, 3)
+        if segments is not None:
+            values["segments"] = segments
+        t = recordings
+        with self.engine.begin() as db:
+            done = db.execute(
+                update(t).where(t.c.recording_id == recording_id, t.c.state.in_(before)).values(**values)
+            ).rowcount
+        return bool(done)
+
+    def state(self, recording_id: str) -> str | None:
+        with self.engine.connect() as db:
+            return db.execute(select(recordings.c.state).where(recordings.c.recording_id == recording_id)).scalar()
+
+    def rows(self, call_date: str | None = None) -> list[dict[str, Any]]:
+        """Every recording version (of one day), in key order; times as ISO 8601 text."""
+        query = select(recordings).order_by(recordings.c.key, recordings.c.sensed_at)
+        if call_date:
+            query = query.where(recordings.c.call_date == call_date)
+        with self.engine.connect() as db:
+            result = [dict(row._mapping) for row in db.execute(query)]
+        for row in result:
+            for name in ("sensed_at", "updated_at"):
+                row[name] = _as_utc(row[name]).isoformat(timespec="seconds")
+        return result
+
+    def counts(self, call_date: str | None = None) -> dict[str, int]:
+        query = select(recordings.c.state, func.count()).group_by(recordings.c.state)
+        if call_date:
+            query = query.where(recordings.c.call_date == call_date)
+        with self.engine.connect() as db:
+            return {state: int(n) for state, n in db.execute(query)}
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")  # readers (asr status) never block the stages
+    cursor.execute("PRAGMA busy_timeout=60000")
+    cursor.close()
+
+
+def _as_utc(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)  # SQLite returns naive UTC
+
+
+_open: dict[tuple[str, int], Ledger] = {}
+
+
+def open_ledger(settings: Settings) -> Ledger:
+    """The configured ledger, opened once per process (a forked worker opens its own)."""
+    key = (settings.ledger_url, os.getpid())
+    if key not in _open:
+        _open[key] = Ledger(settings.ledger_url)
+    return _open[key]

@@ -1,0 +1,230 @@
+"""Short calls: the naive file-by-file loop against the project's engine path, on the same synthetic corpus.
+
+The corpus is about ten minutes of short English calls (2-15 s each, espeak-ng
+at 8 kHz, known text). The naive approach loads faster-whisper's WhisperModel and
+calls ``transcribe`` on one file after another. The engine path is what a
+transcription task does: preprocess every file (ffprobe, ffmpeg, loudness
+normalisation, Silero VAD chunks), then one ``transcribe_batch`` over all chunks
+(packed into 30 s windows, batched). Both use the same model, device, compute
+type, beam size and language. The corpus is split into blocks that are run
+alternately by both approaches (the CPU is shared, so one long run of each would
+measure the neighbours' load as much as the code); the speed ratio is the median
+over blocks. Word error rate is computed after lowercasing, spelling numbers as
+digits and dropping punctuation.
+
+    .venv/bin/python bench/asr_engines.py [--json] [--minutes 10] [--blocks 3] [--batch-sizes 1,2,4,8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import random
+import re
+import statistics
+import subprocess
+import tempfile
+import time
+import wave
+from pathlib import Path
+from typing import Any
+
+from asr_tasks.config import Settings, get_settings
+from asr_tasks.engines import get_engine
+from asr_tasks.models import Segment
+from asr_tasks.pipeline import preprocess_local
+from asr_tasks.postprocess import stitch
+from asr_tasks.storage import recording_for_file
+
+SENTENCES = (
+    "thank you for calling harbor bank", "how can I help you today", "I would like to check my balance",
+    "please tell me your account number", "my account number is four four seven two",
+    "I want to report a lost card", "your card has been blocked", "a new card will arrive in five days",
+    "is there anything else I can help you with", "no thank you goodbye", "I am calling about my insurance claim",
+    "the adjuster will visit tomorrow morning", "can you confirm your date of birth", "my payment is overdue",
+    "we can set up a payment plan", "the interest rate is three percent", "I would like to close my account",
+    "please hold while I transfer you", "your appointment is on monday at ten", "the delivery was late again",
+    "I need to update my address", "we have received your documents", "the refund will take seven days",
+    "thank you for your patience",
+)
+WORDS_PER_SECOND = 2.6  # espeak-ng at 155 words per minute
+
+
+@dataclasses.dataclass
+class Call:
+    path: Path
+    text: str
+    duration: float
+
+
+def synthesise(folder: Path, minutes: float, seed: int = 7) -> list[Call]:
+    """Short calls of known text until ``minutes`` of audio: 2-15 s each, 8 kHz mono telephone audio."""
+    rng = random.Random(seed)
+    calls: list[Call] = []
+    total = 0.0
+    while total < minutes * 60:
+        target = rng.uniform(2.0, 15.0)
+        sentences = [rng.choice(SENTENCES)]
+        while len(" ".join(sentences).split()) / WORDS_PER_SECOND < target - 1.0:
+            sentences.append(rng.choice(SENTENCES))
+        text = ". ".join(sentences) + "."
+        raw, out = folder / "speech.wav", folder / f"call{len(calls):03d}.wav"
+        voice = rng.choice(["en-us", "en-gb-x-rp"])
+        subprocess.run(["espeak-ng", "-v", voice, "-s", "155", "-w", str(raw), text], check=True, capture_output=True)
+        subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(raw),
+                        "-af", "adelay=400,apad=pad_dur=0.5", "-ar", "8000", "-ac", "1", str(out)], check=True)
+        with wave.open(str(out)) as wav:
+            duration = wav.getnframes() / wav.getframerate()
+        if duration > 15.0:
+            out.unlink()
+            continue
+        calls.append(Call(out, text, duration))
+        total += duration
+    return calls
+
+
+def normalise(text: str) -> list[str]:
+    """Words for scoring: lower case, numbers as single digits, no punctuation."""
+    from text_to_num import alpha2digit
+
+    text = alpha2digit(text.lower().replace("%", " percent"), "en")
+    text = re.sub(r"[^a-z0-9' ]+", " ", text.lower())
+    return re.sub(r"\d", lambda m: f" {m.group(0)} ", text).split()
+
+
+def word_errors(reference: list[str], hypothesis: list[str]) -> int:
+    row = list(range(len(hypothesis) + 1))
+    for i, ref in enumerate(reference, 1):
+        diagonal, row[0] = row[0], i
+        for j, hyp in enumerate(hypothesis, 1):
+            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (ref != hyp))
+    return row[-1]
+
+
+def wer(calls: list[Call], texts: list[str]) -> float:
+    errors = sum(word_errors(normalise(c.text), normalise(t)) for c, t in zip(calls, texts))
+    return errors / sum(len(normalise(c.text)) for c in calls)
+
+
+class Naive:
+    """The seed article's loop: one WhisperModel, ``transcribe`` per file."""
+
+    def __init__(self, settings: Settings) -> None:
+        from faster_whisper import WhisperModel
+
+        self.settings = settings
+        self.model = WhisperModel(str(settings.path("model_dir")), device=settings.device,
+                                  compute_type=settings.compute_type, cpu_threads=settings.cpu_threads,
+                                  local_files_only=True)
+
+    def run(self, calls: list[Call]) -> list[str]:
+        texts = []
+        for call in calls:
+            segments, _ = self.model.transcribe(str(call.path), language=self.settings.language,
+                                                beam_size=self.settings.beam_size)
+            texts.append(" ".join(s.text.strip() for s in segments))
+        return texts
+
+
+def engine_path(calls: list[Call], settings: Settings, work: Path) -> tuple[list[str], float]:
+    """Preprocess every call, then one batched engine call over all chunks; returns texts and preprocess time."""
+    from asr_tasks.audio import read_pcm
+
+    engine = get_engine(settings)
+    started = time.perf_counter()
+    items, owners = [], []
+    for n, call in enumerate(calls):
+        pre, pcm = preprocess_local(recording_for_file(call.path), call.path, work / str(n), settings)
+        for chunk in pre.chunks:
+            items.append((chunk, read_pcm(pcm[chunk.channel], settings.sample_rate, chunk.start, chunk.end)))
+            owners.append(n)
+    preprocess_s = time.perf_counter() - started
+    per_call: list[list[Segment]] = [[] for _ in calls]
+    for n, segments in zip(owners, engine.transcribe_batch(items)):
+        per_call[n].extend(segments)
+    return [" ".join(s.text for s in stitch(segments)) for segments in per_call], preprocess_s
+
+
+def timed(fn: Any, *args: Any) -> tuple[Any, float]:
+    started = time.perf_counter()
+    result = fn(*args)
+    return result, time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--minutes", type=float, default=10.0, help="audio in the corpus")
+    parser.add_argument("--blocks", type=int, default=3, help="corpus blocks, run alternately by both approaches")
+    parser.add_argument("--batch-sizes", default="1,2,4,8", help="batch sizes of the sweep (on the first block)")
+    parser.add_argument("--language", default="en", help="language for both approaches ('auto': detect)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        base = dataclasses.replace(get_settings(), work_dir=str(folder / "work"),
+                                   language=None if args.language == "auto" else args.language)
+        calls = synthesise(folder, args.minutes)
+        blocks = [calls[i :: args.blocks] for i in range(args.blocks)]
+
+        naive, naive_load = timed(Naive, base)
+        engine, engine_load = timed(get_engine, base)
+        naive_texts: dict[int, str] = {}
+        engine_texts: dict[int, str] = {}
+        rows = []
+        for b, block in enumerate(blocks):
+            audio = sum(c.duration for c in block)
+            order = ("naive", "engine") if b % 2 == 0 else ("engine", "naive")
+            seconds: dict[str, float] = {}
+            for which in order:
+                if which == "naive":
+                    texts, seconds["naive"] = timed(naive.run, block)
+                    naive_texts.update({calls.index(c): t for c, t in zip(block, texts)})
+                else:
+                    (texts, pre_s), seconds["engine"] = timed(engine_path, block, base, folder / f"b{b}")
+                    seconds["preprocess"] = pre_s
+                    engine_texts.update({calls.index(c): t for c, t in zip(block, texts)})
+            rows.append({"block": b, "calls": len(block), "audio_s": round(audio, 1),
+                         "naive_wall_s": round(seconds["naive"], 2), "engine_wall_s": round(seconds["engine"], 2),
+                         "engine_preprocess_wall_s": round(seconds["preprocess"], 2),
+                         "ratio": round(seconds["naive"] / seconds["engine"], 3)})
+
+        sweep = []
+        for size in [int(s) for s in args.batch_sizes.split(",") if s]:
+            settings = dataclasses.replace(base, batch_size=size)
+            get_engine(settings)
+            (_, pre_s), wall = timed(engine_path, blocks[0], settings, folder / f"sweep{size}")
+            audio = sum(c.duration for c in blocks[0])
+            sweep.append({"batch_size": size, "wall_s": round(wall, 2), "asr_wall_s": round(wall - pre_s, 2),
+                          "audio_s_per_wall_s": round(audio / wall, 3)})
+
+    audio_total = sum(c.duration for c in calls)
+    naive_wall = sum(r["naive_wall_s"] for r in rows)
+    engine_wall = sum(r["engine_wall_s"] for r in rows)
+    report = {
+        "corpus": {"calls": len(calls), "audio_s": round(audio_total, 1),
+                   "call_s_min": round(min(c.duration for c in calls), 2),
+                   "call_s_max": round(max(c.duration for c in calls), 2), "language": args.language,
+                   "sample_rate": 8000},
+        "engine": f"{base.engine} {base.model_family} {base.compute_type} on {base.device}, "
+                  f"beam {base.beam_size}, batch {base.batch_size}, packing {base.pack_windows}",
+        "model_load_s": {"naive": round(naive_load, 2), "engine_with_warm_up": round(engine_load, 2)},
+        "naive_audio_s_per_wall_s": round(audio_total / naive_wall, 3),
+        "batched_audio_s_per_wall_s": round(audio_total / engine_wall, 3),
+        "batched_over_naive": round(statistics.median(r["ratio"] for r in rows), 3),
+        "batched_over_naive_total": round(naive_wall / engine_wall, 3),
+        "wer_naive": round(wer(calls, [naive_texts[i] for i in range(len(calls))]), 4),
+        "wer_batched": round(wer(calls, [engine_texts[i] for i in range(len(calls))]), 4),
+        "blocks": rows,
+        "batch_size_sweep": sweep,
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for key, value in report.items():
+            print(f"{key:28} {value}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""Search latency of the embedded SQLite index at a million segments.
+
+Writes synthetic calls (Chinese and English sentences drawn from a finance
+call-centre vocabulary, 500 segments per recording, spread over a year and 50
+agents) through ``SqliteIndex.replace_recording``, then times ``search`` for a
+two-character Chinese word, an English phrase, the same with filters, a deep
+page, and the per-agent/day counts. The index is kept in var/bench/ and reused
+while it has the requested size.
+
+    .venv/bin/python bench/search.py [--segments 1000000] [--runs 50] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Callable
+
+from asr_tasks.config import PROJECT_ROOT
+from asr_tasks.index import Filters
+from asr_tasks.index.sqlite import SqliteIndex
+from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
+
+PER_RECORDING = 500
+ZH_WORDS = ["您好", "请问", "这款", "产品", "理财", "基金", "账户", "利率", "风险", "客户", "银行", "保险", "年化",
+            "本金", "到期", "手续费", "我们", "可以", "已经", "没有", "明白", "谢谢", "办理", "信用卡", "还款",
+            "额度", "投资", "市场", "波动", "合同", "签字", "确认", "一下", "时间", "稳健", "分红", "赎回"]
+ZH_TARGET = "收益"  # in about 3 % of the Chinese segments
+EN_WORDS = ["the", "fund", "account", "rate", "we", "can", "your", "payment", "card", "interest", "thank", "you",
+            "please", "confirm", "policy", "number", "balance", "transfer", "market", "risk", "every", "year",
+            "month", "deposit", "minimum", "investment", "plan", "return", "returns", "call"]
+EN_TARGET = "guaranteed return"  # as a phrase in about 1 % of the English segments
+
+
+def synthetic_text(rng: random.Random) -> str:
+    if rng.random() < 0.7:
+        words = rng.choices(ZH_WORDS, k=rng.randint(6, 16))
+        if rng.random() < 0.03:
+            words.insert(rng.randrange(len(words)), ZH_TARGET)
+        return "".join(words) + rng.choice("。？，")
+    words = rng.choices(EN_WORDS, k=rng.randint(6, 18))
+    if rng.random() < 0.01:
+        words.insert(rng.randrange(len(words)), EN_TARGET)
+    return " ".join(words).capitalize() + "."
+
+
+def build(index: SqliteIndex, segments: int, seed: int = 7) -> float:
+    rng = random.Random(seed)
+    started = time.perf_counter()
+    first_day = date(2026, 1, 1)
+    for n in range(segments // PER_RECORDING):
+        day = first_day + timedelta(days=n % 365)
+        key = f"calls/{day:%Y/%m/%d}/bench_{n:07d}.wav"
+        rec = Recording(recording_id=recording_id_for("recordings", key, "b"), bucket="recordings", key=key,
+                        etag="b", size=1, call_id=f"bench_{n:07d}", call_date=f"{day}", agent_id=f"AG-{n % 50:04d}")
+        segs = [Segment(rec.recording_id, i % 2, ("agent", "customer")[i % 2], 4.0 * i, 4.0 * i + 3.5,
+                        synthetic_text(rng)) for i in range(PER_RECORDING)]
+        index.replace_recording(Transcript(recording=rec, duration=4.0 * PER_RECORDING, segments=segs, language="zh",
+                                           model="bench", pipeline_version="bench", quality="pass"))
+    return time.perf_counter() - started
+
+
+def timed(fn: Callable[[], object], runs: int) -> dict[str, float]:
+    fn()  # warm the page cache and SQLite's
+    ms = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        ms.append((time.perf_counter() - started) * 1000)
+    q = statistics.quantiles(ms, n=20, method="inclusive")
+    return {"p50_ms": round(statistics.median(ms), 2), "p95_ms": round(q[18], 2), "max_ms": round(max(ms), 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--segments", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--index", type=Path, default=PROJECT_ROOT / "var" / "bench" / "search-1m.sqlite")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    index = SqliteIndex(args.index)
+    build_seconds = None
+    if index.segment_count() != args.segments // PER_RECORDING * PER_RECORDING:
+        args.index.unlink()
+        index = SqliteIndex(args.index)
+        build_seconds = round(build(index, args.segments), 1)
+
+    zh_hits = len(index.search(ZH_TARGET, limit=1_000_000))
+    en_hits = len(index.search(f'"{EN_TARGET}"', limit=1_000_000))
+    deep_after = None
+    for _ in range(10):  # the cursor of page 11
+        deep_after = index.search_page(ZH_TARGET, size=20, after=deep_after).next_after
+    june = Filters(date_from="2026-06-01", date_to="2026-06-30", agent="AG-0007", speaker="agent")
+    results = {
+        "segments": index.segment_count(),
+        "index_mb": round(args.index.stat().st_size / 2**20, 1),
+        "build_seconds": build_seconds,
+        "matches": {ZH_TARGET: zh_hits, EN_TARGET: en_hits},
+        "latency": {
+            f"{ZH_TARGET} (top 20)": timed(lambda: index.search(ZH_TARGET, limit=20), args.runs),
+            f'"{EN_TARGET}" (top 20)': timed(lambda: index.search(f'"{EN_TARGET}"', limit=20), args.runs),
+            f"{ZH_TARGET}, one agent, June, agent side": timed(lambda: index.search_page(ZH_TARGET, june), args.runs),
+            f"{ZH_TARGET}, page 11": timed(lambda: index.search_page(ZH_TARGET, after=deep_after), args.runs),
+            f"{ZH_TARGET} | \"{EN_TARGET}\" -风险 (top 20)": timed(
+                lambda: index.search(f'{ZH_TARGET} | "{EN_TARGET}" -风险', limit=20), args.runs),
+            f"{ZH_TARGET}: counts per agent and day": timed(lambda: index.counts(ZH_TARGET), max(args.runs // 5, 3)),
+        },
+    }
+    if args.json:
+        print(json.dumps(results, ensure_ascii=False, indent=2))
+        return
+    print(f"{results['segments']:,} segments, {results['index_mb']} MiB"
+          + (f", built in {build_seconds} s" if build_seconds else " (reused)")
+          + f"; matches: {ZH_TARGET} {zh_hits:,}, \"{EN_TARGET}\" {en_hits:,}")
+    for name, t in results["latency"].items():
+        print(f"  {name:45} p50 {t['p50_ms']:8.2f} ms   p95 {t['p95_ms']:8.2f} ms   max {t['max_ms']:8.2f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""Nightly QA audit of the day's calls, run as soon as transcribe_daily has indexed that day.
+
+Data-aware: scheduled on the transcripts Asset, whose events carry the call date.
+A manual run (or `airflow dags test qa_audit_nightly DATE`) audits its logical date.
+The rule files are validated as a whole first: a broken rule set audits nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow.sdk import Asset, dag, task
+
+from asr_tasks.config import TRANSCRIPTS_ASSET_URI, get_settings
+
+settings = get_settings()
+TRANSCRIPTS = Asset(TRANSCRIPTS_ASSET_URI)
+
+
+@dag(
+    dag_id="qa_audit_nightly",
+    schedule=[TRANSCRIPTS],
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    tags=["asr", "qa"],
+    default_args={
+        "queue": settings.default_queue,
+        "retries": settings.task_retries,
+        "retry_delay": timedelta(seconds=settings.retry_delay_seconds),
+        "retry_exponential_backoff": True,
+        "max_retry_delay": timedelta(seconds=settings.max_retry_delay_seconds),
+    },
+    doc_md=__doc__,
+)
+def qa_audit_nightly() -> None:
+    @task
+    def audit_days(triggering_asset_events: Any = None, ds: str | None = None) -> list[dict[str, Any]]:
+        """Evaluate every rule over each triggering day's transcripts; store findings and reports."""
+        from asr_tasks.audit import load_rules, run_audit
+        from asr_tasks.index import open_index
+        from asr_tasks.storage import open_store
+
+        events = triggering_asset_events[TRANSCRIPTS] if triggering_asset_events else []
+        days = sorted({e.extra["call_date"] for e in events if e.extra and "call_date" in e.extra})
+        if not days and ds:
+            days = [ds]
+        rules = load_rules(settings.path("qa_rules_dir"))
+        index, store = open_index(settings), open_store(settings)
+        return [run_audit(day, rules, index, store, settings).summary() for day in days]
+
+    audit_days()
+
+
+qa_audit_nightly()

@@ -1,0 +1,148 @@
+"""The QA audit: planted violations are found exactly, broken rule files are refused whole."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from asr_tasks.audit import RuleError, audit, load_rules, normalise, run_audit
+from asr_tasks.config import PROJECT_ROOT, Settings
+from asr_tasks.index.sqlite import SqliteIndex
+from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
+from asr_tasks.storage import LocalStore
+
+RULES = PROJECT_ROOT / "include" / "qa_rules"
+DAY = "2026-11-27"
+
+
+def call(name: str, lines: list[tuple[str, float, float, str]], agent: str = "AG-1", duration: float = 120.0) -> Transcript:
+    key = f"calls/2026/11/27/{name}.wav"
+    rec = Recording(recording_id=recording_id_for("recordings", key, "e"), bucket="recordings", key=key, etag="e",
+                    size=1, call_id=name, call_date=DAY, agent_id=agent)
+    segs = [Segment(rec.recording_id, 0 if who == "agent" else 1, who, a, b, text) for who, a, b, text in lines]
+    return Transcript(recording=rec, duration=duration, segments=segs, language="zh", model="m", pipeline_version="1")
+
+
+DISCLOSED = ("agent", 1.0, 4.0, "您好，本次通话将被录音。")
+
+CALLS = [
+    # clean: disclosure in time, balanced talk, nothing forbidden
+    call("clean", [DISCLOSED, ("customer", 5.0, 9.0, "我想问一下理财产品的风险。"),
+                   ("agent", 10.0, 14.0, "产品有风险，收益不确定。"), ("customer", 15.0, 18.0, "好的，谢谢。")]),
+    # promise of returns by the agent (traditional script), the same words from the customer are not a finding
+    call("promise", [DISCLOSED, ("customer", 5.0, 8.0, "你们能保证收益吗？"),
+                     ("agent", 9.0, 13.5, "可以，這款產品保證收益，穩賺不賠。"), ("customer", 14.0, 16.0, "好。")]),
+    # disclosure said, but only after 15 s
+    call("late_disclosure", [("agent", 1.0, 4.0, "您好，请问是王先生吗？"), ("customer", 5.0, 7.0, "是的。"),
+                             ("agent", 20.0, 23.0, "本次通话将被录音。"), ("customer", 24.0, 26.0, "好的。")]),
+    # card number read out by the agent, an ID number by the customer; a 70 s hold between
+    call("pii", [DISCLOSED, ("agent", 5.0, 10.0, "您的卡号是4111 1111 1111 1111，对吗？"),
+                 ("customer", 80.0, 85.0, "对，身份证号11010519491231002X。"), ("agent", 86.0, 88.0, "好的。")]),
+    # the agent takes over 85 % of the talk time
+    call("monologue", [DISCLOSED, ("agent", 5.0, 60.0, "我给您详细介绍一下这款产品的特点和历史表现。"),
+                       ("customer", 61.0, 62.0, "嗯。")]),
+]
+
+PLANTED = {
+    ("promise", "promise-of-return", "agent", 9.0),
+    ("late_disclosure", "recording-disclosure", "agent", 0.0),
+    ("pii", "card-number-read-out", "agent", 5.0),
+    ("pii", "id-number-read-out", "customer", 80.0),
+    ("pii", "long-hold", "any", 10.0),
+    ("monologue", "agent-dominates", "agent", 0.0),
+}
+
+
+def found(findings: list) -> set[tuple[str, str, str, float]]:
+    return {(f.key.rsplit("/", 1)[-1][:-4], f.rule_id, f.speaker, f.start) for f in findings}
+
+
+def test_planted_violations_are_found_exactly() -> None:
+    result = audit(CALLS, load_rules(RULES), DAY)
+    assert found(result.findings) == PLANTED
+    promise = next(f for f in result.findings if f.rule_id == "promise-of-return")
+    assert (promise.end, promise.matched_text, promise.severity) == (13.5, "保证收益", "high")
+    assert result.summary()["by_severity"] == {"high": 3, "low": 2, "medium": 1}
+
+
+def test_english_phrases_match_on_word_boundaries_after_normalisation() -> None:
+    rules = load_rules(RULES)
+    english = call("en", [("agent", 1.0, 5.0, "This call is recorded for quality purposes."),
+                          ("agent", 6.0, 9.0, "Our fund is completely RISK-FREE!"),
+                          ("customer", 10.0, 12.0, "Is it risk freely available?"),
+                          ("agent", 13.0, 15.0, "We never say unguaranteed returns.")], agent="AG-9")
+    assert found(audit([english], rules, DAY).findings) == {("en", "promise-of-return", "agent", 6.0)}
+    assert normalise("Ｇｕａｒａｎｔｅｅｄ  Return!") == "guaranteed return"
+    assert normalise("保證 收益") == "保证收益"
+
+
+def test_luhn_option_keeps_only_valid_card_numbers(tmp_path: Path) -> None:
+    (tmp_path / "cards.yaml").write_text(
+        "rules:\n  - id: card\n    kind: regex\n    severity: high\n"
+        "    pattern: '(?<!\\d)(?:\\d[ -]?){12,18}\\d(?!\\d)'\n    luhn: true\n"
+    )
+    t = call("cards", [("agent", 1.0, 3.0, "卡号4111 1111 1111 1111"), ("agent", 4.0, 6.0, "卡号4111 1111 1111 1112")])
+    assert [f.start for f in audit([t], load_rules(tmp_path), DAY).findings] == [1.0]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("rules:\n  - id: a\n    kind: regex\n   severity: high\n", r"bad\.yaml:\d+: invalid YAML"),
+        ("rules:\n  - id: a\n    kind: regex\n    severity: high\n    pattern: 'x'\n    phrase: y\n",
+         r"bad\.yaml:6: rule 'a': unknown field 'phrase'"),
+        ("rules:\n  - id: a\n    kind: regex\n    severity: high\n    pattern: '(unclosed'\n",
+         r"bad\.yaml:5: rule 'a': invalid regular expression"),
+        ("rules:\n  - id: a\n    kind: shout\n    severity: high\n", r"bad\.yaml:3: rule 'a': unknown kind 'shout'"),
+        ("rules:\n  - id: a\n    kind: silence\n    severity: high\n", r"bad\.yaml:2: rule 'a': missing field 'max_seconds'"),
+        ("rules:\n  - id: a\n    kind: silence\n    severity: urgent\n    max_seconds: 5\n",
+         r"bad\.yaml:4: rule 'a': severity must be one of"),
+        ("rulez: []\n", r"bad\.yaml:1: expected a mapping with one key, 'rules'"),
+    ],
+)
+def test_broken_rule_files_are_rejected_with_file_and_line(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "good.yaml").write_text((RULES / "default.yaml").read_text())
+    (tmp_path / "bad.yaml").write_text(text)
+    with pytest.raises(RuleError, match=message):
+        load_rules(tmp_path)
+
+
+def test_audit_stores_findings_and_writes_reports(settings: Settings, tmp_path: Path) -> None:
+    index = SqliteIndex(settings.path("index_path"))
+    for t in CALLS:
+        index.replace_recording(t)
+    store = LocalStore(settings.path("store_root"))
+    result = run_audit(DAY, load_rules(RULES), index, store, settings)
+    assert found(result.findings) == PLANTED
+    assert len(index.findings(DAY)) == len(PLANTED)
+    run_audit(DAY, load_rules(RULES), index, store, settings)  # a re-run replaces, never adds
+    assert len(index.findings(DAY)) == len(PLANTED)
+    bucket = settings.artefacts_bucket
+    report = store.get_bytes(bucket, f"reports/qa/{DAY}/qa-audit.html").decode()
+    assert "promise-of-return" in report and "AG-1" in report and "pii.wav @ 80.0 s" in report
+    csv_rows = store.get_bytes(bucket, f"reports/qa/{DAY}/qa-audit.csv").decode().splitlines()
+    assert len(csv_rows) == 1 + len(PLANTED) and "recording_id=" in csv_rows[1]
+
+
+def test_cli_refuses_a_broken_rule_set_and_audits_nothing(settings: Settings, tmp_path: Path) -> None:
+    index = SqliteIndex(settings.path("index_path"))
+    for t in CALLS:
+        index.replace_recording(t)
+    bad = tmp_path / "rules"
+    bad.mkdir()
+    (bad / "a.yaml").write_text((RULES / "default.yaml").read_text())
+    (bad / "b.yaml").write_text("rules:\n  - id: x\n    kind: regex\n    severity: high\n    pattern: '['\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASR_")}
+    env.update(ASR_INDEX_PATH=str(settings.path("index_path")), ASR_STORE_ROOT=str(settings.path("store_root")))
+    asr = str(Path(sys.executable).parent / "asr")
+    proc = subprocess.run([asr, "audit", "--date", DAY, "--rules", str(bad)], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2 and "b.yaml:5: rule 'x': invalid regular expression" in proc.stderr
+    assert index.findings(DAY) == []
+    proc = subprocess.run([asr, "audit", "--date", DAY, "--json"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["summary"]["findings"] == len(PLANTED)

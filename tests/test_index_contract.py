@@ -1,0 +1,242 @@
+"""One contract for every TranscriptIndex: SQLite always, Elasticsearch when ES_URL names a cluster.
+
+The same questions must get the same answers from both backends: words and
+phrases in Chinese and English, AND/OR/NOT, filters, highlights, pages, counts,
+states, and rewrites that replace instead of duplicating.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from typing import Iterator
+
+import pytest
+
+from asr_tasks.config import Settings
+from asr_tasks.index import CursorError, Filters, TranscriptIndex, open_index
+from asr_tasks.models import NEEDS_REVIEW, QUARANTINED, Quarantine, Recording, Segment, Transcript, recording_id_for
+
+ES_URL = os.environ.get("ES_URL")
+
+ZH_KEY = "calls/2026/11/27/zh_call.wav"
+EN_KEY = "calls/2026/11/28/en_call.mp3"
+OLD_KEY = "calls/2025/12/31/old_call.wav"
+
+
+def _recording(key: str, etag: str = "e1", agent: str | None = "AG-1") -> Recording:
+    day = "-".join(key.split("/")[1:4])
+    return Recording(
+        recording_id=recording_id_for("recordings", key, etag), bucket="recordings", key=key, etag=etag,
+        size=1, call_id=key.rsplit("/", 1)[-1].split(".")[0], call_date=day, agent_id=agent,
+    )
+
+
+def _transcript(rec: Recording, lines: list[tuple[str, float, float, str]], quality: str = "pass") -> Transcript:
+    segments = [Segment(rec.recording_id, 0 if who == "agent" else 1, who, start, end, text)
+                for who, start, end, text in lines]
+    return Transcript(recording=rec, duration=60.0, segments=segments, language="zh", model="m",
+                      pipeline_version="1", quality=quality)
+
+
+def _fill(idx: TranscriptIndex) -> None:
+    idx.replace_recording(_transcript(_recording(ZH_KEY, agent="AG-1"), [
+        ("agent", 1.0, 4.5, "您好，这款理财产品保证收益，年化百分之十二。"),
+        ("customer", 5.0, 7.0, "那风险大吗？"),
+        ("agent", 7.5, 12.25, "稳赚不赔，您放心。"),
+    ]))
+    idx.replace_recording(_transcript(_recording(EN_KEY, agent="AG-2"), [
+        ("agent", 0.5, 6.0, "I can guarantee a return of twelve percent every year."),
+        ("customer", 6.5, 8.0, "What returns did the fund make last year?"),
+    ], quality="needs_review"))
+    idx.replace_recording(_transcript(_recording(OLD_KEY, agent="AG-1"), [
+        ("agent", 3.0, 5.0, "我们不保证收益，投资有风险。"),
+    ]))
+
+
+@pytest.fixture(params=["sqlite", pytest.param("elasticsearch", marks=pytest.mark.elasticsearch)])
+def index(request: pytest.FixtureRequest, settings: Settings) -> Iterator[TranscriptIndex]:
+    if request.param == "sqlite":
+        idx = open_index(settings)
+        _fill(idx)
+        yield idx
+        return
+    if not ES_URL:
+        pytest.skip("ES_URL is not set: no Elasticsearch cluster to run the contract against")
+    prefix = f"asrtest-{uuid.uuid4().hex[:10]}"
+    es_settings = dataclasses.replace(
+        settings, index_backend="elasticsearch", es_url=ES_URL, es_index_prefix=prefix,
+        es_api_key=os.environ.get("ES_API_KEY"), es_username=os.environ.get("ES_USERNAME"),
+        es_password=os.environ.get("ES_PASSWORD"), es_ca_certs=os.environ.get("ES_CA_CERTS"),
+        es_analyzer=os.environ.get("ES_ANALYZER", "cjk"), es_refresh="wait_for",
+    )
+    idx = open_index(es_settings)
+    try:
+        _fill(idx)
+        yield idx
+    finally:
+        client = idx.client  # type: ignore[attr-defined]
+        names = list(client.indices.get(index=f"{prefix}-*", allow_no_indices=True))
+        if names:  # by name: clusters refuse wildcard deletes (action.destructive_requires_name)
+            client.indices.delete(index=",".join(names))
+        for kind in ("segments", "recordings", "findings"):
+            client.options(ignore_status=404).indices.delete_index_template(name=f"{prefix}-{kind}")
+
+
+def spans(idx: TranscriptIndex, query: str, **filters: str) -> set[tuple[str, float]]:
+    return {(h.key, h.start) for h in idx.search(query, **filters, limit=100)}
+
+
+def test_two_character_chinese_words_and_highlight(index: TranscriptIndex) -> None:
+    hits = index.search("收益", date_from="2026-01-01")
+    assert [(h.key, h.speaker, h.channel, h.start, h.end) for h in hits] == [(ZH_KEY, "agent", 0, 1.0, 4.5)]
+    assert hits[0].highlight == "您好，这款理财产品保证<em>收益</em>，年化百分之十二。"
+    assert hits[0].call_date == "2026-11-27" and hits[0].agent_id == "AG-1"
+    assert [h.speaker for h in index.search("风险", date_from="2026-01-01")] == ["customer"]
+
+
+def test_chinese_phrases_match_consecutive_characters_only(index: TranscriptIndex) -> None:
+    assert spans(index, "保证收益") == {(ZH_KEY, 1.0), (OLD_KEY, 3.0)}
+    assert index.search("收益保证") == []
+    assert spans(index, "稳赚不赔") == {(ZH_KEY, 7.5)}
+
+
+def test_english_stems_phrases_and_case(index: TranscriptIndex) -> None:
+    assert spans(index, "returns") == {(EN_KEY, 0.5), (EN_KEY, 6.5)}
+    [hit] = index.search('"guarantee a return"')
+    assert hit.start == 0.5 and "<em>guarantee a return</em>" in hit.highlight
+    assert index.search('"return guarantee"') == []
+    assert spans(index, "GUARANTEE twelve") == {(EN_KEY, 0.5)}
+
+
+def test_or_not_and_groups(index: TranscriptIndex) -> None:
+    assert spans(index, "稳赚不赔 | guarantee") == {(ZH_KEY, 7.5), (EN_KEY, 0.5)}
+    assert spans(index, "收益 -风险") == {(ZH_KEY, 1.0)}
+    assert spans(index, "returns -fund") == {(EN_KEY, 0.5)}
+    assert spans(index, '(稳赚不赔 | "twelve percent") -year') == {(ZH_KEY, 7.5)}
+    assert spans(index, "保证收益 年化 | 风险") == {(ZH_KEY, 1.0), (ZH_KEY, 5.0), (OLD_KEY, 3.0)}
+    assert index.search("-风险") == []  # an exclusion alone finds nothing
+
+
+def test_filters(index: TranscriptIndex) -> None:
+    assert spans(index, "returns", agent="AG-2") == {(EN_KEY, 0.5), (EN_KEY, 6.5)}
+    assert index.search("returns", agent="AG-1") == []
+    assert spans(index, "保证", date_from="2026-11-28") == set()
+    assert spans(index, "保证", date_from="2025-01-01", date_to="2026-11-27") == {(ZH_KEY, 1.0), (OLD_KEY, 3.0)}
+    assert spans(index, "保证", date_to="2025-12-31") == {(OLD_KEY, 3.0)}
+    assert spans(index, "returns", speaker="customer") == {(EN_KEY, 6.5)}
+    assert spans(index, "returns | 收益", quality="needs_review") == {(EN_KEY, 0.5), (EN_KEY, 6.5)}
+    assert spans(index, "returns | 收益", quality="pass") == {(ZH_KEY, 1.0), (OLD_KEY, 3.0)}
+
+
+def test_any_input_is_a_valid_query(index: TranscriptIndex) -> None:
+    for query in ['"unbalanced', "AND OR NOT", "(", ")(", "*", "col:val", "NEAR(a b)", "'", "  ", "。，！",
+                  "a || b", "--x", "+", '"" | ()', "title:(x", "\\", "收益~2", "return*"]:
+        index.search(query)
+    assert index.search("   ") == []
+    assert spans(index, "收益 | (稳赚") == {(ZH_KEY, 1.0), (OLD_KEY, 3.0), (ZH_KEY, 7.5)}  # ")" closes at the end
+    assert spans(index, '"保证收益') == {(ZH_KEY, 1.0), (OLD_KEY, 3.0)}  # so does a quote
+
+
+def test_adjacent_matches_are_one_highlight(index: TranscriptIndex) -> None:
+    [hit] = index.search("guarantee return twelve")
+    assert hit.highlight == "I can <em>guarantee</em> a <em>return</em> of <em>twelve</em> percent every year."
+    [hit] = index.search("every year twelve percent")
+    assert hit.highlight == "I can guarantee a return of <em>twelve percent every year</em>."
+
+
+def test_pages_cover_every_hit_once(index: TranscriptIndex) -> None:
+    query = "returns | 收益 | 风险 | 稳赚不赔"
+    everything = index.search_page(query, size=100)
+    assert everything.next_after is None and len(everything.hits) == 6
+    seen, after, pages = [], None, 0
+    while True:
+        page = index.search_page(query, size=2, after=after)
+        pages += 1
+        seen += [(h.recording_id, h.start) for h in page.hits]
+        if page.next_after is None:
+            break
+        after = page.next_after
+    assert pages == 3
+    assert sorted(seen) == sorted((h.recording_id, h.start) for h in everything.hits)
+    assert len(set(seen)) == 6
+    with pytest.raises(CursorError):
+        index.search_page(query, after="not-a-cursor")
+
+
+def test_counts_per_agent_and_day(index: TranscriptIndex) -> None:
+    counts = [c.to_dict() for c in index.counts("收益 | 风险 | returns")]
+    assert counts == [
+        {"agent_id": "AG-1", "call_date": "2025-12-31", "segments": 1, "recordings": 1},
+        {"agent_id": "AG-1", "call_date": "2026-11-27", "segments": 2, "recordings": 1},
+        {"agent_id": "AG-2", "call_date": "2026-11-28", "segments": 2, "recordings": 1},
+    ]
+    assert [c.segments for c in index.counts("returns", Filters(speaker="customer"))] == [1]
+    assert index.counts("-x") == []
+
+
+def test_rewrites_replace_never_duplicate(index: TranscriptIndex) -> None:
+    rec = _recording(ZH_KEY, agent="AG-1")
+    for _ in range(3):
+        index.replace_recording(_transcript(rec, [("agent", 1.0, 4.5, "保证收益")]))
+    assert spans(index, "收益", date_from="2026-01-01") == {(ZH_KEY, 1.0)}
+    assert index.search("稳赚不赔") == []  # the earlier run's extra segments are gone
+    assert [r["segments"] for r in index.states("2026-11-27")] == [1]
+
+
+def test_new_version_of_an_object_replaces_the_old_one(index: TranscriptIndex) -> None:
+    old = _recording(ZH_KEY, agent="AG-1")
+    new = _recording(ZH_KEY, etag="e2", agent="AG-1")
+    index.replace_recording(_transcript(new, [("agent", 2.0, 3.0, "没有任何承诺")]))
+    assert spans(index, "保证收益") == {(OLD_KEY, 3.0)}
+    assert [h.recording_id for h in index.search("承诺")] == [new.recording_id]
+    assert [r["recording_id"] for r in index.states("2026-11-27")] == [new.recording_id]
+    assert index.recording(old.recording_id) is None
+    assert index.current_state(old.recording_id, "m", "1") is None
+
+
+def test_states_quarantine_and_current_state(index: TranscriptIndex) -> None:
+    bad = _recording("calls/2026/11/27/broken.wav")
+    index.record_quarantine(Quarantine(recording=bad, reason="empty file (0 bytes)", pipeline_version="1"))
+    silent = _recording("calls/2026/11/27/silent.wav")
+    index.replace_recording(Transcript(recording=silent, duration=20.0, segments=[], language=None, model="m",
+                                       pipeline_version="1", state=NEEDS_REVIEW, reason="no speech detected"))
+    rows = index.states("2026-11-27")
+    assert [r["key"] for r in rows] == sorted(r["key"] for r in rows)
+    states = {r["key"]: (r["state"], r["reason"], r["segments"]) for r in rows}
+    assert states == {
+        "calls/2026/11/27/broken.wav": (QUARANTINED, "empty file (0 bytes)", 0),
+        "calls/2026/11/27/silent.wav": (NEEDS_REVIEW, "no speech detected", 0),
+        ZH_KEY: ("indexed", None, 3),
+    }
+    assert len(index.states()) == 5
+    assert index.current_state(bad.recording_id, "m", "1") == QUARANTINED
+    assert index.current_state(silent.recording_id, "other-model", "1") == NEEDS_REVIEW
+    assert index.current_state(silent.recording_id, "m", "2") is None
+    zh = _recording(ZH_KEY)
+    assert index.current_state(zh.recording_id, "m", "1") == "indexed"
+    assert index.current_state(zh.recording_id, "a-new-model", "1") is None
+    assert index.current_state("0" * 24, "m", "1") is None
+
+
+def test_recording_lookup_for_playback(index: TranscriptIndex) -> None:
+    rec = _recording(EN_KEY, agent="AG-2")
+    row = index.recording(rec.recording_id)
+    assert row is not None
+    assert (row["bucket"], row["key"], row["call_date"], row["agent_id"], row["state"], row["quality"]) == (
+        "recordings", EN_KEY, "2026-11-28", "AG-2", "indexed", "needs_review")
+
+
+def test_transcripts_and_findings_of_a_day(index: TranscriptIndex) -> None:
+    [transcript] = index.transcripts_for_date("2026-11-28")
+    assert transcript.recording.key == EN_KEY and transcript.recording.agent_id == "AG-2"
+    assert [(s.speaker, s.start, s.text[:5]) for s in transcript.segments] == [
+        ("agent", 0.5, "I can"), ("customer", 6.5, "What ")]
+    rec_id = transcript.recording.recording_id
+    first = [{"finding_id": f"f{i}", "recording_id": rec_id, "rule_id": f"r{i}", "note": "说了"} for i in range(3)]
+    index.replace_findings("2026-11-28", first)
+    assert index.findings("2026-11-28") == first
+    index.replace_findings("2026-11-28", first[1:2])
+    assert index.findings("2026-11-28") == first[1:2]
+    assert index.findings("2026-11-27") == []

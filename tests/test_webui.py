@@ -1,0 +1,331 @@
+"""The search page: HTTP behaviour, Airflow's login in front of the plugin, and a real browser playing a hit.
+
+The browser test drives Debian's headless Chromium over the DevTools protocol:
+type a query, press Enter, click a hit, and check that the audio element seeked
+to the hit's first second and plays from there. Its screenshot is kept in
+var/test-artefacts/search-page.png.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.testclient import TestClient
+from websockets.sync.client import ClientConnection, connect
+
+from asr_tasks.config import PROJECT_ROOT, Settings
+from asr_tasks.index.sqlite import SqliteIndex
+from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
+from asr_tasks.storage import LocalStore, MinioConfig, MinioStore
+from asr_tasks.webui import create_app, parse_range
+
+ARTEFACTS = PROJECT_ROOT / "var" / "test-artefacts"
+JFK_KEY = "calls/2026/11/27/call_0005_jfk.flac"
+ZH_KEY = "calls/2026/11/27/call_0009.wav"
+JFK_LINES = [
+    (0.3, 3.0, "And so, my fellow Americans,"),
+    (3.3, 7.7, "ask not what your country can do for you,"),
+    (7.9, 10.6, "ask what you can do for your country."),
+]
+
+
+def _recording(key: str, agent: str) -> Recording:
+    return Recording(recording_id=recording_id_for("recordings", key, "e1"), bucket="recordings", key=key, etag="e1",
+                     size=1, call_id=key.rsplit("/", 1)[-1].split(".")[0], call_date="2026-11-27", agent_id=agent)
+
+
+@pytest.fixture
+def jfk_rec() -> Recording:
+    return _recording(JFK_KEY, "AG-1004")
+
+
+@pytest.fixture
+def world(settings: Settings, jfk: Path, jfk_rec: Recording) -> tuple[SqliteIndex, LocalStore]:
+    """A store holding the JFK recording and an index with its transcript and a Chinese call."""
+    store = LocalStore(settings.path("store_root"))
+    store.put_file("recordings", JFK_KEY, jfk)
+    index = SqliteIndex(settings.path("index_path"))
+    index.replace_recording(Transcript(
+        recording=jfk_rec, duration=11.0, language="en", model="m", pipeline_version="1",
+        segments=[Segment(jfk_rec.recording_id, 0, "mixed", s, e, t) for s, e, t in JFK_LINES]))
+    zh = _recording(ZH_KEY, "AG-1001")
+    index.replace_recording(Transcript(
+        recording=zh, duration=20.0, language="zh", model="m", pipeline_version="1", quality="needs_review",
+        segments=[Segment(zh.recording_id, 0, "agent", 2.0, 5.0, "这款产品保证收益 <script>alert(1)</script>"),
+                  Segment(zh.recording_id, 1, "customer", 6.0, 8.0, "收益多少？")]))
+    return index, store
+
+
+@pytest.fixture
+def client(settings: Settings, world: tuple[SqliteIndex, LocalStore]) -> TestClient:
+    return TestClient(create_app(settings))
+
+
+def test_range_parsing() -> None:
+    assert parse_range(None, 100) is None
+    assert parse_range("bytes=0-", 100) == (0, 99)
+    assert parse_range("bytes=10-19", 100) == (10, 19)
+    assert parse_range("bytes=90-500", 100) == (90, 99)
+    assert parse_range("bytes=-30", 100) == (70, 99)
+    assert parse_range("bytes=-300", 100) == (0, 99)
+    assert parse_range("bytes=0-1,5-6", 100) is None  # several ranges: the whole file is a valid answer
+    assert parse_range("items=1-2", 100) is None
+    for bad in ("bytes=100-", "bytes=20-10", "bytes=-0"):
+        with pytest.raises(ValueError):
+            parse_range(bad, 100)
+
+
+def test_audio_is_served_with_ranges(client: TestClient, jfk: Path, jfk_rec: Recording) -> None:
+    data = jfk.read_bytes()
+    url = f"/audio/{jfk_rec.recording_id}"
+    whole = client.get(url)
+    assert whole.status_code == 200 and whole.content == data
+    assert whole.headers["accept-ranges"] == "bytes" and whole.headers["content-type"] == "audio/flac"
+    part = client.get(url, headers={"Range": "bytes=1000-1999"})
+    assert part.status_code == 206 and part.content == data[1000:2000]
+    assert part.headers["content-range"] == f"bytes 1000-1999/{len(data)}"
+    tail = client.get(url, headers={"Range": "bytes=-10"})
+    assert tail.status_code == 206 and tail.content == data[-10:]
+    beyond = client.get(url, headers={"Range": f"bytes={len(data)}-"})
+    assert beyond.status_code == 416 and beyond.headers["content-range"] == f"bytes */{len(data)}"
+    assert client.get("/audio/0123456789abcdef01234567").status_code == 404
+
+
+def test_audio_from_minio_is_a_presigned_redirect(settings: Settings, world: tuple[SqliteIndex, LocalStore],
+                                                  jfk_rec: Recording, tmp_path: Path) -> None:
+    minio = MinioStore(MinioConfig("minio.intranet:9000", "auditor", "s3cret", secure=True, region="us-east-1"),
+                       tmp_path / "work")
+    app = create_app(settings, index=world[0], store=minio)
+    answer = TestClient(app).get(f"/audio/{jfk_rec.recording_id}", follow_redirects=False)
+    assert answer.status_code == 307
+    location = answer.headers["location"]
+    assert location.startswith(f"https://minio.intranet:9000/recordings/{JFK_KEY}?")
+    assert "X-Amz-Signature=" in location and "X-Amz-Expires=3600" in location
+
+
+def test_page_lists_hits_with_escaped_highlights_and_counts(client: TestClient) -> None:
+    page = client.get("/", params={"q": "收益 | country", "speaker": "agent"}).text
+    assert page.count('class="hit"') == 1
+    assert "这款产品保证<mark>收益</mark> &lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<script>alert(1)" not in page
+    assert 'data-start="2.000"' in page and "▶ 0:02.0–0:05.0" in page
+    assert "<td>AG-1001</td><td>2026-11-27</td><td>1</td><td>1</td>" in page
+    assert '<option value="agent" selected>agent</option>' in page
+    assert '<base href="/">' in page
+
+    page = client.get("/", params={"q": "收益", "quality": "pass"}).text
+    assert "No hits for 收益." in page
+    assert "invalid page cursor" in client.get("/", params={"q": "收益", "after": "bogus"}).text
+
+
+def test_page_opens_a_recording_at_a_second_for_audit_links(client: TestClient, jfk_rec: Recording) -> None:
+    page = client.get("/", params={"recording_id": jfk_rec.recording_id, "t": "3.3"}).text
+    assert f'id="focus" tabindex="0" data-recording="{jfk_rec.recording_id}" data-start="3.300"' in page
+    assert "no recording nope" in client.get("/", params={"recording_id": "nope"}).text
+
+
+def test_json_api_pages_and_counts(client: TestClient) -> None:
+    first = client.get("/api/search", params={"q": "country | 收益", "size": 2}).json()
+    assert len(first["hits"]) == 2 and first["next_after"]
+    rest = client.get("/api/search", params={"q": "country | 收益", "size": 2, "after": first["next_after"]}).json()
+    keys = {(h["key"], h["start"]) for h in first["hits"] + rest["hits"]}
+    assert keys == {(JFK_KEY, 3.3), (JFK_KEY, 7.9), (ZH_KEY, 2.0), (ZH_KEY, 6.0)}
+    assert client.get("/api/search", params={"q": "x", "after": "bogus"}).status_code == 400
+    counts = client.get("/api/counts", params={"q": "country | 收益"}).json()
+    assert counts == [
+        {"agent_id": "AG-1001", "call_date": "2026-11-27", "segments": 2, "recordings": 1},
+        {"agent_id": "AG-1004", "call_date": "2026-11-27", "segments": 2, "recordings": 1},
+    ]
+
+
+AIRFLOW_PROBE = """
+import json
+from airflow.utils.db import initdb
+initdb()
+from airflow.api_fastapi.app import create_app, get_auth_manager
+from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+from fastapi.testclient import TestClient
+client = TestClient(create_app("core"))
+anonymous = client.get("/search/", params={"q": "country"})
+token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="auditor", role="viewer"))
+signed_in = client.get("/search/", params={"q": "country"}, cookies={"_token": token})
+audio = client.get("/search/audio/" + %r, headers={"Authorization": "Bearer " + token, "Range": "bytes=0-9"})
+print(json.dumps({"anonymous": anonymous.status_code, "signed_in": signed_in.status_code, "page": signed_in.text,
+                  "audio": audio.status_code, "audio_anonymous": client.get("/search/audio/" + %r).status_code}))
+"""
+
+
+def test_airflow_plugin_mounts_the_page_behind_airflows_login(
+    tmp_path: Path, settings: Settings, world: tuple[SqliteIndex, LocalStore], jfk_rec: Recording
+) -> None:
+    home = tmp_path / "airflow"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "ASR_"))}
+    env.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(tmp_path / "no-dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__API_AUTH__JWT_SECRET": "a-test-secret-that-is-long-enough-for-hs512-signatures-0123456789",
+        "ASR_INDEX_PATH": str(settings.path("index_path")),
+        "ASR_STORE_ROOT": str(settings.path("store_root")),
+    })
+    home.mkdir()
+    code = AIRFLOW_PROBE % (jfk_rec.recording_id, jfk_rec.recording_id)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (result["anonymous"], result["audio_anonymous"]) == (401, 401)
+    assert (result["signed_in"], result["audio"]) == (200, 206)
+    assert '<base href="/search/">' in result["page"] and "ask not what your <mark>country</mark>" in result["page"]
+
+
+class Browser:
+    """Headless Chromium driven over the DevTools protocol (a websocket per page)."""
+
+    def __init__(self, profile: Path) -> None:
+        binary = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)),
+                      None)
+        if binary is None:
+            pytest.fail("Chromium not found: `make system-deps` installs Debian's chromium")
+        self.proc = subprocess.Popen(
+            [binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+             "--no-default-browser-check", "--mute-audio", "--window-size=1200,800", f"--user-data-dir={profile}",
+             "--remote-debugging-port=0", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 60
+        while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.close()
+                pytest.fail(f"Chromium did not open its DevTools port (exit {self.proc.poll()})")
+            time.sleep(0.1)
+        port = int(port_file.read_text().splitlines()[0])
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as answer:
+            page = next(t for t in json.load(answer) if t["type"] == "page")
+        self.ws: ClientConnection = connect(page["webSocketDebuggerUrl"], max_size=None)
+        self.ids = itertools.count(1)
+
+    def send(self, method: str, **params: Any) -> dict[str, Any]:
+        msg_id = next(self.ids)
+        self.ws.send(json.dumps({"id": msg_id, "method": method, "params": params}))
+        while True:
+            message = json.loads(self.ws.recv(timeout=60))
+            if message.get("id") == msg_id:
+                if "error" in message:
+                    raise AssertionError(f"{method}: {message['error']}")
+                return message["result"]
+
+    def js(self, expression: str) -> Any:
+        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+        if "exceptionDetails" in result:
+            raise AssertionError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def wait_for(self, expression: str, timeout: float = 30.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = self.js(expression)
+            if value:
+                return value
+            time.sleep(0.1)
+        raise AssertionError(f"timed out waiting for {expression}")
+
+    def click(self, selector: str) -> None:
+        """A real mouse click (a user gesture) in the middle of the element."""
+        box = self.js(f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
+                      " return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        for kind in ("mousePressed", "mouseReleased"):
+            self.send("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+
+    def close(self) -> None:
+        if hasattr(self, "ws"):
+            self.ws.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@pytest.fixture
+def served(settings: Settings, world: tuple[SqliteIndex, LocalStore]) -> Iterator[tuple[str, list[dict[str, str]]]]:
+    """The page on a real HTTP server (uvicorn on loopback), with the audio requests it receives."""
+    app: FastAPI = create_app(settings)
+    audio_requests: list[dict[str, str]] = []
+
+    @app.middleware("http")
+    async def record(request: Request, call_next: Any) -> Any:
+        if request.url.path.startswith("/audio/"):
+            audio_requests.append({"path": request.url.path, "range": request.headers.get("range", "")})
+        return await call_next(request)
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    yield f"http://127.0.0.1:{port}/", audio_requests
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def test_browser_search_click_and_play_from_the_hit(
+    served: tuple[str, list[dict[str, str]]], tmp_path: Path, jfk_rec: Recording
+) -> None:
+    url, audio_requests = served
+    browser = Browser(tmp_path / "chromium-profile")
+    try:
+        browser.send("Page.enable")
+        browser.send("Page.navigate", url=url)
+        browser.wait_for("document.readyState === 'complete' && !!document.querySelector('input[name=q]')")
+        browser.js("document.querySelector('input[name=q]').focus()")
+        browser.send("Input.insertText", text='"your country"')
+        for kind in ("keyDown", "keyUp"):
+            browser.send("Input.dispatchKeyEvent", type=kind, key="Enter", code="Enter", windowsVirtualKeyCode=13,
+                         text="\r" if kind == "keyDown" else "")
+        assert browser.wait_for("document.querySelectorAll('.hit').length") == 2
+        assert browser.js("location.search") == "?q=%22your+country%22&date_from=&date_to=&agent=&speaker=&quality="
+
+        hit = "li.hit[data-start='7.900']"
+        assert browser.js(f"document.querySelector({json.dumps(hit)}).innerText").startswith("▶ 0:07.9–0:10.6")
+        browser.js("window.seeks = []; document.getElementById('player')"
+                   ".addEventListener('seeked', e => seeks.push(e.target.currentTime))")
+        browser.click(hit)
+        browser.wait_for("seeks.length > 0")
+        player = browser.wait_for("(() => { const p = document.getElementById('player');"
+                                  " return !p.paused && p.currentTime > 8.0 && {current: p.currentTime,"
+                                  " seeked: seeks[0], src: p.currentSrc, duration: p.duration}; })()")
+        assert player["seeked"] == pytest.approx(7.9, abs=0.01)  # the player jumped exactly to the hit's start
+        assert 8.0 < player["current"] < 10.6  # and plays on from there
+        assert player["duration"] == pytest.approx(11.0, abs=0.1)
+        assert player["src"] == f"{url}audio/{jfk_rec.recording_id}"
+        assert browser.js("document.querySelector('.hit.playing').dataset.start") == "7.900"
+        assert browser.js("document.getElementById('now').textContent") == f"{JFK_KEY} at 0:07.9"
+        assert any(r["range"].startswith("bytes=") for r in audio_requests)
+
+        browser.js("document.getElementById('player').pause()")
+        shot = browser.send("Page.captureScreenshot", format="png")
+        ARTEFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTEFACTS / "search-page.png").write_bytes(base64.b64decode(shot["data"]))
+    finally:
+        browser.close()
