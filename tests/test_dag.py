@@ -148,7 +148,7 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
         ("call_0005_jfk.flac", "recording-disclosure"),
     }
     card = next(f for f in report["findings"] if f["rule_id"] == "card-number-read-out")
-    assert card["speaker"] == "agent" and card["start"] < card["end"]
+    assert card["speaker"] == "agent" and 15.0 < card["start"] < card["end"] <= 26.0  # said from ~17 s to ~25 s
 
     # Running the day again indexes nothing twice.
     before = json.loads(run([asr, "status", "--json"], env).stdout)

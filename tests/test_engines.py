@@ -26,7 +26,16 @@ import pytest
 from asr_tasks.config import Settings
 from asr_tasks.engines import EngineOutOfMemory, ModelError, get_engine, is_out_of_memory, run_with_backoff
 from asr_tasks.engines.devices import DeviceBusy, acquire_device, pool_slots, pool_spec
-from asr_tasks.engines.packing import Slot, Window, Word, assign_words, pack, window_audio, words_to_segments
+from asr_tasks.engines.packing import (
+    Slot,
+    Window,
+    Word,
+    assign_words,
+    pack,
+    tighten,
+    window_audio,
+    words_to_segments,
+)
 from asr_tasks.models import AudioChunk
 
 SR = 16000
@@ -179,6 +188,22 @@ def test_words_go_to_the_slot_they_were_said_in_and_onto_the_recording_clock() -
     assert len(audio) == 8 * SR and audio[4 * SR : 5 * SR].max() == 0.0 and audio[-1] == 2.0
 
 
+def test_a_pause_before_a_new_sentence_ends_a_segment_and_stretched_words_are_cut_back() -> None:
+    said = [Word(" Hello", 0.5, 0.8, 0.9), Word(" this", 0.8, 1.1, 0.9), Word(" is", 1.1, 1.3, 0.9),
+            Word(" Ann", 1.3, 1.6, 0.9), Word(" How", 1.6, 9.6, 0.8),  # the pause went to "How"
+            Word(" are", 9.6, 9.9, 0.9), Word(" you?", 9.9, 10.3, 0.9), Word(" Bye", 12.0, 12.3, 0.9),
+            Word(" now.", 13.9, 17.9, 0.9), Word(" 4111", 18.0, 21.0, 0.9)]
+    tight = tighten(said)
+    assert [(w.start, w.end) for w in tight[:4]] == [(w.start, w.end) for w in said[:4]]  # plausible words stay
+    assert tight[4].start == pytest.approx(8.6) and tight[4].end == 9.6  # cut back at its start
+    assert tight[8].start == 13.9 and tight[8].end == pytest.approx(14.9)  # a sentence's last word: at its end
+    assert tight[9] == said[9]  # a number is many words said
+    chunk = AudioChunk("r1", 0, "agent", "k", 20.0, 40.0)
+    segments = words_to_segments(chunk, Slot(0, 0.0, 20.0), tight, "en", 0.1)
+    assert [(s.text, s.start, s.end) for s in segments] == [
+        ("Hello this is Ann", 20.5, 21.6), ("How are you?", 28.6, 30.3), ("Bye now.", 32.0, 34.9), ("4111", 38.0, 40.0)]
+
+
 # -- OOM back-off ------------------------------------------------------------------------------------------------
 
 
@@ -201,6 +226,16 @@ def test_back_off_halves_the_batch_retries_it_and_gives_up_at_one() -> None:
         run_with_backoff([1], 4, lambda b: (_ for _ in ()).throw(ValueError("bad input")), "cpu")
     assert is_out_of_memory(RuntimeError("CUDA failed with error out of memory"))  # CTranslate2's wording
     assert not is_out_of_memory(RuntimeError("CUDA failed with error invalid device ordinal"))
+    gave_up = EngineOutOfMemory("out of memory on cuda:0 even at batch size 1")
+    outer: list[int] = []
+
+    def inner_gave_up(batch: Any) -> list[int]:
+        outer.append(len(batch))
+        raise gave_up
+
+    with pytest.raises(EngineOutOfMemory):  # an outer back-off does not retry an inner one that gave up
+        run_with_backoff([1, 2, 3, 4], 4, inner_gave_up, "cuda:0")
+    assert outer == [4]
 
 
 # -- transformers: Qwen3-ASR -------------------------------------------------------------------------------------

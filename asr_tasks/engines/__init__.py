@@ -85,7 +85,13 @@ def model_tag(settings: Settings) -> str:
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
-    """CUDA OOM from torch or CTranslate2, or the host running out of memory."""
+    """CUDA OOM from torch or CTranslate2, or the host running out of memory.
+
+    ``EngineOutOfMemory`` is a back-off that already gave up: an outer back-off
+    must not retry it.
+    """
+    if isinstance(exc, EngineOutOfMemory):
+        return False
     if isinstance(exc, MemoryError):
         return True
     torch = sys.modules.get("torch")

@@ -130,7 +130,6 @@ class CTranslate2Whisper(WindowedWhisper):
             [prompt] * len(windows),
             beam_size=self.settings.beam_size,
             max_length=len(prompt) + max(budgets),
-            return_scores=True,
             return_no_speech_prob=True,
             suppress_blank=True,
             suppress_tokens=get_suppressed_tokens(tokenizer, [-1]),

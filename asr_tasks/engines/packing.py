@@ -30,6 +30,11 @@ TOKEN_MARGIN = 8
 COMPRESSION_RATIO_LIMIT = 2.4
 # Room left at the end of a window so the last word is not cut by the 30 s edge.
 WINDOW_CAPACITY = 29.0
+# A silence this long before a word that is not lower case ends a segment, punctuation
+# or not: a chunk can hold several turns of one channel, and Whisper often leaves them unpunctuated.
+PAUSE_SECONDS = 1.0
+# Longest plausible word, as a multiple of the window's median word (at least 1 s).
+LONG_WORD_FACTOR = 3.0
 _SENTENCE_END = re.compile(r"[.!?。！？]$")
 
 
@@ -120,9 +125,35 @@ def assign_words(window: Window, words: Sequence[Word]) -> dict[int, list[Word]]
     return out
 
 
+def tighten(words: Sequence[Word]) -> list[Word]:
+    """Undo the alignment's habit of handing a silence to the word next to it.
+
+    Cross-attention alignment gives every frame to some word, so the first word
+    after a pause often starts seconds early (and a sentence's last word may end
+    seconds late). A word far longer than the window's median word is cut back to
+    the plausible length: at its end when it closes a sentence, at its start otherwise.
+    Numbers are left alone: "4111" written as one word is four words said.
+    """
+    lengths = [w.end - w.start for w in words if w.end > w.start]
+    if not lengths:
+        return list(words)
+    limit = max(1.0, LONG_WORD_FACTOR * float(np.median(lengths)))
+    out = []
+    for word in words:
+        if word.end - word.start > limit and not any(c.isdigit() for c in word.text):
+            if _SENTENCE_END.search(word.text.strip()):
+                word = Word(word.text, word.start, word.start + limit, word.probability)
+            else:
+                word = Word(word.text, word.end - limit, word.end, word.probability)
+        out.append(word)
+    return out
+
+
 def words_to_segments(chunk: AudioChunk, slot: Slot, words: Sequence[Word], language: str | None,
                       no_speech_prob: float) -> list[Segment]:
     """Sentences of one chunk's words, on the recording's clock and inside the chunk's bounds.
+
+    A segment ends at sentence punctuation or at a pause of ``PAUSE_SECONDS``.
 
     avg_logprob is the mean log probability of the sentence's words, so each
     recording in a shared window gets a confidence of its own words only.
@@ -131,7 +162,7 @@ def words_to_segments(chunk: AudioChunk, slot: Slot, words: Sequence[Word], lang
     sentence: list[Word] = []
     for n, word in enumerate(words):
         sentence.append(word)
-        if n == len(words) - 1 or _SENTENCE_END.search(word.text.strip()):
+        if n == len(words) - 1 or _SENTENCE_END.search(word.text.strip()) or _pause_before(words[n + 1], word):
             text = "".join(w.text for w in sentence).strip()
             if text:
                 start = _clock(chunk, slot, sentence[0].start)
@@ -145,6 +176,11 @@ def words_to_segments(chunk: AudioChunk, slot: Slot, words: Sequence[Word], lang
                 ))
             sentence = []
     return segments
+
+
+def _pause_before(word: Word, previous: Word) -> bool:
+    """A new sentence starts after a pause, unless the word is lower case (an English sentence going on)."""
+    return word.start - previous.end >= PAUSE_SECONDS and not word.text.strip()[:1].islower()
 
 
 def _clock(chunk: AudioChunk, slot: Slot, t: float) -> float:
@@ -245,7 +281,7 @@ class WindowedWhisper(AsrEngine):
 
     def _emit(self, window: Window, decoded: Decoded, items: Sequence[tuple[AudioChunk, np.ndarray]],
               out: list[list[Segment]]) -> None:
-        by_slot = assign_words(window, decoded.words)
+        by_slot = assign_words(window, tighten(decoded.words))
         for slot in window.slots:
             out[slot.item] = words_to_segments(items[slot.item][0], slot, by_slot[slot.item], str(window.group),
                                                decoded.no_speech_prob)
