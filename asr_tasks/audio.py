@@ -49,12 +49,15 @@ class AudioInfo:
 
 
 def probe(path: Path, settings: Settings) -> AudioInfo:
-    """Validate a file with ffprobe (and its own header, for WAV) before anything else touches it."""
+    """Validate a file before anything else touches it: a plain WAV by its header, anything else with ffprobe."""
     size = path.stat().st_size
     if size == 0:
         raise InvalidAudio("empty file (0 bytes)")
     if size > settings.max_size_bytes:
         raise InvalidAudio(f"file too large: {size} bytes > max_size_bytes {settings.max_size_bytes}")
+    wav = _wav_header(path)
+    if wav is not None and (info := _probe_wav(path, wav, settings)) is not None:
+        return info
     try:
         meta = ffmpeg.probe(str(path), v="error")
     except ffmpeg.Error as exc:
@@ -76,12 +79,8 @@ def probe(path: Path, settings: Settings) -> AudioInfo:
     if channels < 1:
         raise InvalidAudio("audio stream has no channels")
     format_name = str(fmt.get("format_name", ""))
-    if format_name == "wav":
-        declared = _wav_declared_seconds(path)
-        if declared is not None and _is_truncated(declared, duration or 0.0):
-            raise InvalidAudio(
-                f"truncated: the WAV header declares {declared:.1f} s of audio, the file holds {duration or 0.0:.1f} s"
-            )
+    if format_name == "wav" and wav is not None and wav.data_size is not None and wav.byte_rate > 0:
+        _check_wav_length(wav.data_size / wav.byte_rate, duration or 0.0)
     return AudioInfo(
         format_name=format_name,
         codec=str(stream.get("codec_name", "")),
@@ -102,9 +101,13 @@ def decode(path: Path, info: AudioInfo, out_dir: Path, settings: Settings) -> di
     One ffmpeg pass splits the channels; a "stereo" file whose sides are identical
     or one side silent becomes mono; loudness normalisation then runs on what is kept,
     so a silent side's hiss is never amplified into something the VAD calls speech.
+    A short call with one mix to keep (the contact centre's usual IVR leg) is
+    decoded and normalised in the same ffmpeg pass: one process start-up, not two.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    raw = _split_channels(path, info, out_dir, settings)
+    one_pass = (settings.loudness_normalize and channel_plan(info) == [-1]
+                and info.duration < settings.loudness_two_pass_min_seconds)
+    raw = _split_channels(path, info, out_dir, settings, normalise=one_pass)
     decoded = max(pcm_duration(p, settings.sample_rate) for p in raw.values())
     if decoded <= 0:
         raise InvalidAudio("no audio data could be decoded")
@@ -114,6 +117,8 @@ def decode(path: Path, info: AudioInfo, out_dir: Path, settings: Settings) -> di
         raise InvalidAudio(
             f"truncated or corrupt: decoded {decoded:.1f} s of the {info.duration:.1f} s its header declares"
         )
+    if one_pass:
+        return {-1: raw[-1].rename(out_dir / "mix.pcm")}
     if len(raw) == 2:
         raw = _fold_stereo(raw[0], raw[1])
     outputs: dict[int, Path] = {}
@@ -126,8 +131,12 @@ def decode(path: Path, info: AudioInfo, out_dir: Path, settings: Settings) -> di
     return outputs
 
 
-def _split_channels(path: Path, info: AudioInfo, out_dir: Path, settings: Settings) -> dict[int, Path]:
-    """One ffmpeg pass: each planned channel (or the mix) resampled into its own raw PCM file."""
+def _split_channels(path: Path, info: AudioInfo, out_dir: Path, settings: Settings,
+                    normalise: bool = False) -> dict[int, Path]:
+    """One ffmpeg pass: each planned channel (or the mix) resampled into its own raw PCM file.
+
+    ``normalise`` adds one-pass loudness normalisation to every output.
+    """
     plan = channel_plan(info)
     audio = ffmpeg.input(str(path))["a:0"]
     branches = audio.filter_multi_output("asplit", len(plan)) if len(plan) > 1 else None
@@ -140,6 +149,8 @@ def _split_channels(path: Path, info: AudioInfo, out_dir: Path, settings: Settin
         elif info.channels > 1:  # "<" renormalises the gains: the plain mean of all channels
             stream = stream.filter("pan", "mono|c0<" + "+".join(f"c{c}" for c in range(info.channels)))
         stream = stream.filter("aresample", settings.sample_rate)
+        if normalise:
+            stream = _one_pass_loudnorm(stream, settings)
         paths[ch] = out_dir / (f"ch{ch}.raw.pcm" if ch >= 0 else "mix.raw.pcm")
         # -t stops a file whose header hides its length one second past the limit
         outputs.append(ffmpeg.output(stream, str(paths[ch]), ar=settings.sample_rate,
@@ -178,30 +189,38 @@ def normalise_loudness(raw: Path, out: Path, settings: Settings) -> None:
     rides the level like an automatic gain control; short clips keep the one pass.
     """
     sr = settings.sample_rate
-    targets: dict[str, Any] = {"I": settings.loudness_target_lufs, "TP": settings.loudness_true_peak_db,
-                               "LRA": LOUDNESS_RANGE_LU}
-    if pcm_duration(raw, sr) >= settings.loudness_two_pass_min_seconds:
+    if pcm_duration(raw, sr) < settings.loudness_two_pass_min_seconds:
+        stream = _one_pass_loudnorm(ffmpeg.input(str(raw), f="s16le", ar=sr, ac=1), settings)
+    else:
         measured = measure_loudness(raw, settings)
         if not math.isfinite(measured["input_i"]):  # digital silence: no level to correct
             raw.rename(out)
             return
-        targets.update(
-            # linear mode needs the target range to cover the measured one; the range is not compressed
-            LRA=min(50.0, max(LOUDNESS_RANGE_LU, measured["input_lra"])),
-            measured_I=_clamp(measured["input_i"], -99.0, 0.0),
-            measured_TP=_clamp(measured["input_tp"], -99.0, 99.0),
-            measured_LRA=_clamp(measured["input_lra"], 0.01, 99.0),  # 0 would mean "not measured"
-            measured_thresh=_clamp(measured["input_thresh"], -99.0, -0.01),
-            linear="true",
+        stream = (
+            ffmpeg.input(str(raw), f="s16le", ar=sr, ac=1)
+            .filter("loudnorm", I=settings.loudness_target_lufs, TP=settings.loudness_true_peak_db,
+                    # linear mode needs the target range to cover the measured one; the range is not compressed
+                    LRA=min(50.0, max(LOUDNESS_RANGE_LU, measured["input_lra"])),
+                    measured_I=_clamp(measured["input_i"], -99.0, 0.0),
+                    measured_TP=_clamp(measured["input_tp"], -99.0, 99.0),
+                    measured_LRA=_clamp(measured["input_lra"], 0.01, 99.0),  # 0 would mean "not measured"
+                    measured_thresh=_clamp(measured["input_thresh"], -99.0, -0.01),
+                    linear="true")
+            .filter("aresample", sr)
+            .filter("aformat", sample_fmts="s16", channel_layouts="mono")
         )
-    stream = (
-        ffmpeg.input(str(raw), f="s16le", ar=sr, ac=1)
-        .filter("loudnorm", **targets)
-        .filter("aresample", sr)
-        .filter("aformat", sample_fmts="s16", channel_layouts="mono")
-    )
     _run(ffmpeg.output(stream, str(out), ar=sr, **_PCM_OUT), "loudness normalisation failed")
     raw.unlink()
+
+
+def _one_pass_loudnorm(stream: Any, settings: Settings) -> Any:
+    """loudnorm's one-pass (dynamic) mode, back at the pipeline's rate and sample format."""
+    return (
+        stream.filter("loudnorm", I=settings.loudness_target_lufs, TP=settings.loudness_true_peak_db,
+                      LRA=LOUDNESS_RANGE_LU)
+        .filter("aresample", settings.sample_rate)
+        .filter("aformat", sample_fmts="s16", channel_layouts="mono")
+    )
 
 
 def measure_loudness(pcm: Path, settings: Settings) -> dict[str, float]:
@@ -275,13 +294,32 @@ def _is_truncated(declared: float, available: float) -> bool:
     return declared - available > max(1.0, 0.05 * declared)
 
 
-def _wav_declared_seconds(path: Path) -> float | None:
-    """Seconds of audio a RIFF/WAVE header promises; None when it does not say (streamed WAVs)."""
+@dataclass(frozen=True)
+class _WavHeader:
+    """What a RIFF/WAVE header says: the format chunk's fields and where the data chunk starts."""
+
+    format_tag: int
+    channels: int
+    sample_rate: int
+    byte_rate: int
+    bits: int
+    data_size: int | None  # None: a streamed WAV that does not state its length
+    data_offset: int
+
+    @property
+    def codec(self) -> str | None:
+        """ffmpeg's name for the codec, for the plain formats that need no ffprobe; None for the rest."""
+        return {(1, 8): "pcm_u8", (1, 16): "pcm_s16le", (1, 24): "pcm_s24le", (1, 32): "pcm_s32le",
+                (3, 32): "pcm_f32le", (6, 8): "pcm_alaw", (7, 8): "pcm_mulaw"}.get((self.format_tag, self.bits))
+
+
+def _wav_header(path: Path) -> _WavHeader | None:
+    """The header of a RIFF/WAVE file up to its data chunk; None when the file is not one (or it is damaged)."""
     with open(path, "rb") as fh:
         head = fh.read(12)
         if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
             return None
-        byte_rate = 0
+        fmt = b""
         for _ in range(64):  # chunks before "data": fmt, LIST, fact, ...
             header = fh.read(8)
             if len(header) < 8:
@@ -289,15 +327,38 @@ def _wav_declared_seconds(path: Path) -> float | None:
             chunk_id, chunk_size = header[:4], struct.unpack("<I", header[4:])[0]
             if chunk_id == b"fmt ":
                 fmt = fh.read(chunk_size + (chunk_size & 1))
-                if len(fmt) >= 12:
-                    byte_rate = struct.unpack("<I", fmt[8:12])[0]
             elif chunk_id == b"data":
-                if byte_rate == 0 or chunk_size in (0, 0xFFFFFFFF):
+                if len(fmt) < 16:
                     return None
-                return chunk_size / byte_rate
+                tag, channels, rate, byte_rate, _, bits = struct.unpack("<HHIIHH", fmt[:16])
+                size = None if chunk_size in (0, 0xFFFFFFFF) else chunk_size
+                return _WavHeader(tag, channels, rate, byte_rate, bits, size, fh.tell())
             else:
                 fh.seek(chunk_size + (chunk_size & 1), 1)
     return None
+
+
+def _probe_wav(path: Path, header: _WavHeader, settings: Settings) -> AudioInfo | None:
+    """A plain PCM (or A-law/mu-law) WAV read from its header: no ffprobe process for the commonest upload.
+
+    None when the header is not enough to be sure (other codecs, unstated length): ffprobe decides then.
+    """
+    if header.codec is None or header.data_size is None or min(header.channels, header.sample_rate,
+                                                               header.byte_rate) <= 0:
+        return None
+    declared = header.data_size / header.byte_rate
+    available = min(header.data_size, path.stat().st_size - header.data_offset) / header.byte_rate
+    _check_wav_length(declared, available)
+    if available > settings.max_duration_seconds:
+        raise InvalidAudio(f"too long: {available:.0f} s > max_duration_seconds {settings.max_duration_seconds:.0f}")
+    return AudioInfo("wav", header.codec, header.channels, header.sample_rate, available)
+
+
+def _check_wav_length(declared: float, available: float) -> None:
+    if _is_truncated(declared, available):
+        raise InvalidAudio(
+            f"truncated: the WAV header declares {declared:.1f} s of audio, the file holds {available:.1f} s"
+        )
 
 
 def _probe_error(stderr: str, path: Path) -> str:

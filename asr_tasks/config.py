@@ -87,7 +87,9 @@ class Settings:
     cpu_threads: int = 0
     language: str | None = None
     beam_size: int = 5
-    shard_audio_seconds: float = 1800.0
+    shard_max_recordings: int = 500
+    shard_max_bytes: int = 2 * 1024**3
+    preprocess_workers: int = 0
     model_family: str = "whisper"
     batch_size: int = 4
     pack_windows: bool = True

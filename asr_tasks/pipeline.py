@@ -8,18 +8,22 @@ artefact, so a retry or a re-run of the day redoes nothing that finished.
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from asr_tasks import PIPELINE_VERSION, quality
 from asr_tasks.audio import InvalidAudio, decode, pcm_duration, probe, read_pcm
 from asr_tasks.config import Settings, get_settings
-from asr_tasks.engines import AsrEngine, get_engine, model_tag
+from asr_tasks.engines import get_engine, model_tag
 from asr_tasks.index import TranscriptIndex
 from asr_tasks.ledger import PREPROCESSED, TRANSCRIBED, open_ledger
 from asr_tasks.models import (
@@ -148,31 +152,43 @@ def preprocess(rec: Recording, store: ObjectStore, settings: Settings) -> StageR
     return StageResult(rec.recording_id, rec.key, "preprocessed", prefix, pre.speech_seconds)
 
 
-def plan_shards(results: list[StageResult], shard_seconds: float) -> list[list[str]]:
-    """Group preprocessed recordings into shards of about ``shard_seconds`` of speech each."""
-    shards: list[list[str]] = []
-    size = 0.0
-    for result in sorted(results, key=lambda r: r.key):
-        if result.state != "preprocessed":
-            continue
-        if not shards or (size + result.speech_seconds > shard_seconds and shards[-1]):
+def plan_shards(recordings: list[Recording], settings: Settings) -> list[list[Recording]]:
+    """The day's recordings in shards of at most ``shard_max_recordings`` and ``shard_max_bytes``, in key order.
+
+    A shard is one preprocessing task (CPU workers) followed by one transcription
+    task (GPU pool). Shards are planned from the listing, before any decoding, so
+    the GPU starts on the first shard while the CPU workers preprocess the next,
+    and a day of thousands of calls is a few dozen task instances, not thousands.
+    """
+    shards: list[list[Recording]] = []
+    size = 0
+    for rec in sorted(recordings, key=lambda r: r.key):
+        full = bool(shards) and (len(shards[-1]) >= settings.shard_max_recordings
+                                 or size + rec.size > settings.shard_max_bytes)
+        if not shards or full:
             shards.append([])
-            size = 0.0
-        shards[-1].append(result.artefact_prefix)
-        size += result.speech_seconds
+            size = 0
+        shards[-1].append(rec)
+        size += rec.size
     return shards
 
 
-def transcribe_chunks(
-    pres: list[Preprocessed], engine: AsrEngine, store: ObjectStore, settings: Settings
-) -> list[list[Segment]]:
-    """The segments of each recording, from one batched engine call over the chunks of all of them.
+def preprocess_shard(recordings: list[Recording], store: ObjectStore, settings: Settings) -> list[StageResult]:
+    """Preprocess a shard, ``preprocess_workers`` recordings at a time; results in input order.
 
-    Short calls only fill the model's batches (and Whisper's 30 s windows) when
-    their chunks travel together; the engine returns each chunk's segments, which
-    are gathered back per recording.
+    Threads suffice: ffmpeg runs in a child process and the VAD's onnxruntime call
+    releases the GIL. Each recording checkpoints on its own, so a retry of a
+    failed shard redoes only what did not finish.
     """
-    items: list[tuple[AudioChunk, Any]] = []
+    workers = settings.preprocess_workers or os.cpu_count() or 1
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(recordings)))) as pool:
+        return list(pool.map(lambda rec: preprocess(rec, store, settings), recordings))
+
+
+def load_chunks(pres: list[Preprocessed], store: ObjectStore,
+                settings: Settings) -> tuple[list[tuple[AudioChunk, np.ndarray]], list[int]]:
+    """Every chunk's samples, each with the index of the recording it belongs to."""
+    items: list[tuple[AudioChunk, np.ndarray]] = []
     owners: list[int] = []
     for n, pre in enumerate(pres):
         by_pcm: dict[str, list[AudioChunk]] = {}
@@ -183,10 +199,7 @@ def transcribe_chunks(
                 for chunk in chunks:
                     items.append((chunk, read_pcm(pcm, settings.sample_rate, chunk.start, chunk.end)))
                     owners.append(n)
-    per_recording: list[list[Segment]] = [[] for _ in pres]
-    for n, segments in zip(owners, engine.transcribe_batch(items)):
-        per_recording[n].extend(segments)
-    return per_recording
+    return items, owners
 
 
 def build_transcript(
@@ -227,43 +240,58 @@ def transcript_key(prefix: str, settings: Settings) -> str:
 
 
 def transcribe_shard(prefixes: list[str], store: ObjectStore, settings: Settings) -> dict[str, float]:
-    """Transcribe every recording of a shard with one loaded model; returns audio/speech seconds done.
+    """Transcribe every recording of a shard with one loaded model; returns recordings and speech seconds done.
 
     Recordings go to the engine in groups of about ``engine.work_seconds`` of
-    speech, batched together; each group's transcripts are written before the next
-    group starts, so a crash costs one group, and a retry skips what was written.
+    speech, all chunks of a group in one batched call (short calls only fill the
+    model's batches and Whisper's 30 s windows when they travel together). The
+    next group's audio is read while the engine works on the current one, and
+    each group's transcripts are written before the next group starts, so a crash
+    costs one group and a retry skips what was written.
     """
     bucket = settings.artefacts_bucket
     ledger = open_ledger(settings)
     done = {"recordings": 0.0, "speech_seconds": 0.0}
-    todo: list[tuple[str, Preprocessed]] = []
+    todo: list[Preprocessed] = []
     for prefix in prefixes:
         if store.exists(bucket, transcript_key(prefix, settings)):
             ledger.advance(recording_id_of(prefix), TRANSCRIBED)  # written before a crash cut the shard short
             continue
-        todo.append((prefix, Preprocessed.from_dict(get_json(store, bucket, f"{prefix}/manifest.json"))))
+        todo.append(Preprocessed.from_dict(get_json(store, bucket, f"{prefix}/manifest.json")))
     if not todo:
         return done
     engine = get_engine(settings)
-    group: list[tuple[str, Preprocessed]] = []
-    for n, entry in enumerate(todo):
-        group.append(entry)
-        speech = sum(pre.speech_seconds for _, pre in group)
-        if n < len(todo) - 1 and speech < engine.work_seconds:
-            continue
-        started = time.monotonic()
-        segments = transcribe_chunks([pre for _, pre in group], engine, store, settings)
-        elapsed = time.monotonic() - started
-        for (prefix, pre), recording_segments in zip(group, segments):
-            transcript = build_transcript(pre, recording_segments, engine.model_name, settings, gate=False)
-            put_json(store, bucket, transcript_key(prefix, settings), transcript.to_dict())
-            share = pre.speech_seconds / speech if speech else 1 / len(group)  # the group's time, by speech
-            ledger.advance(pre.recording.recording_id, TRANSCRIBED, stage="transcribe", seconds=elapsed * share)
-            done["recordings"] += 1
-            done["speech_seconds"] += pre.speech_seconds
-            log.info("%s: %d segments", pre.recording.key, len(transcript.segments))
-        group = []
+    groups: list[list[Preprocessed]] = [[]]
+    for pre in todo:
+        if groups[-1] and sum(p.speech_seconds for p in groups[-1]) >= engine.work_seconds:
+            groups.append([])
+        groups[-1].append(pre)
+    with ThreadPoolExecutor(max_workers=1) as reader:
+        loading = reader.submit(load_chunks, groups[0], store, settings)
+        for n, group in enumerate(groups):
+            items, owners = loading.result()
+            if n + 1 < len(groups):
+                loading = reader.submit(load_chunks, groups[n + 1], store, settings)
+            started = time.monotonic()
+            per_recording: list[list[Segment]] = [[] for _ in group]
+            for owner, segments in zip(owners, engine.transcribe_batch(items)):
+                per_recording[owner].extend(segments)
+            elapsed = time.monotonic() - started
+            speech = sum(pre.speech_seconds for pre in group)
+            for pre, segments in zip(group, per_recording):
+                transcript = build_transcript(pre, segments, engine.model_name, settings, gate=False)
+                put_json(store, bucket, transcript_key(artefact_prefix(pre.recording), settings), transcript.to_dict())
+                share = pre.speech_seconds / speech if speech else 1 / len(group)  # the group's time, by speech
+                ledger.advance(pre.recording.recording_id, TRANSCRIBED, stage="transcribe", seconds=elapsed * share)
+                done["recordings"] += 1
+                done["speech_seconds"] += pre.speech_seconds
+                log.info("%s: %d segments", pre.recording.key, len(transcript.segments))
     return done
+
+
+def preprocessed_prefixes(results: list[StageResult]) -> list[str]:
+    """The artefact prefixes of the recordings that reached transcription (not quarantined)."""
+    return [r.artefact_prefix for r in results if r.state == PREPROCESSED]
 
 
 def gate_day(results: list[StageResult], store: ObjectStore, settings: Settings) -> list[str]:

@@ -19,16 +19,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import random
-import re
 import statistics
-import subprocess
 import tempfile
 import time
-import wave
 from pathlib import Path
-from typing import Any
+
+from synthetic import Call, Naive, print_report, synthesise, timed, wer
 
 from asr_tasks.config import Settings, get_settings
 from asr_tasks.engines import get_engine
@@ -36,96 +32,6 @@ from asr_tasks.models import Segment
 from asr_tasks.pipeline import preprocess_local
 from asr_tasks.postprocess import stitch
 from asr_tasks.storage import recording_for_file
-
-SENTENCES = (
-    "thank you for calling harbor bank", "how can I help you today", "I would like to check my balance",
-    "please tell me your account number", "my account number is four four seven two",
-    "I want to report a lost card", "your card has been blocked", "a new card will arrive in five days",
-    "is there anything else I can help you with", "no thank you goodbye", "I am calling about my insurance claim",
-    "the adjuster will visit tomorrow morning", "can you confirm your date of birth", "my payment is overdue",
-    "we can set up a payment plan", "the interest rate is three percent", "I would like to close my account",
-    "please hold while I transfer you", "your appointment is on monday at ten", "the delivery was late again",
-    "I need to update my address", "we have received your documents", "the refund will take seven days",
-    "thank you for your patience",
-)
-WORDS_PER_SECOND = 2.6  # espeak-ng at 155 words per minute
-
-
-@dataclasses.dataclass
-class Call:
-    path: Path
-    text: str
-    duration: float
-
-
-def synthesise(folder: Path, minutes: float, seed: int = 7) -> list[Call]:
-    """Short calls of known text until ``minutes`` of audio: 2-15 s each, 8 kHz mono telephone audio."""
-    rng = random.Random(seed)
-    calls: list[Call] = []
-    total = 0.0
-    while total < minutes * 60:
-        target = rng.uniform(2.0, 15.0)
-        sentences = [rng.choice(SENTENCES)]
-        while len(" ".join(sentences).split()) / WORDS_PER_SECOND < target - 1.0:
-            sentences.append(rng.choice(SENTENCES))
-        text = ". ".join(sentences) + "."
-        raw, out = folder / "speech.wav", folder / f"call{len(calls):03d}.wav"
-        voice = rng.choice(["en-us", "en-gb-x-rp"])
-        subprocess.run(["espeak-ng", "-v", voice, "-s", "155", "-w", str(raw), text], check=True, capture_output=True)
-        subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(raw),
-                        "-af", "adelay=400,apad=pad_dur=0.5", "-ar", "8000", "-ac", "1", str(out)], check=True)
-        with wave.open(str(out)) as wav:
-            duration = wav.getnframes() / wav.getframerate()
-        if duration > 15.0:
-            out.unlink()
-            continue
-        calls.append(Call(out, text, duration))
-        total += duration
-    return calls
-
-
-def normalise(text: str) -> list[str]:
-    """Words for scoring: lower case, numbers as single digits, no punctuation."""
-    from text_to_num import alpha2digit
-
-    text = alpha2digit(text.lower().replace("%", " percent"), "en")
-    text = re.sub(r"[^a-z0-9' ]+", " ", text.lower())
-    return re.sub(r"\d", lambda m: f" {m.group(0)} ", text).split()
-
-
-def word_errors(reference: list[str], hypothesis: list[str]) -> int:
-    row = list(range(len(hypothesis) + 1))
-    for i, ref in enumerate(reference, 1):
-        diagonal, row[0] = row[0], i
-        for j, hyp in enumerate(hypothesis, 1):
-            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (ref != hyp))
-    return row[-1]
-
-
-def wer(calls: list[Call], texts: list[str]) -> float:
-    errors = sum(word_errors(normalise(c.text), normalise(t)) for c, t in zip(calls, texts))
-    return errors / sum(len(normalise(c.text)) for c in calls)
-
-
-class Naive:
-    """The seed article's loop: one WhisperModel, ``transcribe`` per file."""
-
-    def __init__(self, settings: Settings) -> None:
-        from faster_whisper import WhisperModel
-
-        self.settings = settings
-        self.model = WhisperModel(str(settings.path("model_dir")), device=settings.device,
-                                  compute_type=settings.compute_type, cpu_threads=settings.cpu_threads,
-                                  local_files_only=True)
-
-    def run(self, calls: list[Call]) -> list[str]:
-        texts = []
-        for call in calls:
-            segments, _ = self.model.transcribe(str(call.path), language=self.settings.language,
-                                                beam_size=self.settings.beam_size)
-            texts.append(" ".join(s.text.strip() for s in segments))
-        return texts
-
 
 def engine_path(calls: list[Call], settings: Settings, work: Path) -> tuple[list[str], float]:
     """Preprocess every call, then one batched engine call over all chunks; returns texts and preprocess time."""
@@ -144,12 +50,6 @@ def engine_path(calls: list[Call], settings: Settings, work: Path) -> tuple[list
     for n, segments in zip(owners, engine.transcribe_batch(items)):
         per_call[n].extend(segments)
     return [" ".join(s.text for s in stitch(segments)) for segments in per_call], preprocess_s
-
-
-def timed(fn: Any, *args: Any) -> tuple[Any, float]:
-    started = time.perf_counter()
-    result = fn(*args)
-    return result, time.perf_counter() - started
 
 
 def main() -> None:
@@ -219,11 +119,7 @@ def main() -> None:
         "blocks": rows,
         "batch_size_sweep": sweep,
     }
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        for key, value in report.items():
-            print(f"{key:28} {value}")
+    print_report(report, args.json)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from asr_tasks.corpus import write_demo_corpus
 from asr_tasks.engines import get_engine
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.models import Preprocessed
-from asr_tasks.pipeline import index_results, plan_shards, preprocess, sense, transcribe_shard
+from asr_tasks.pipeline import index_results, preprocess, preprocessed_prefixes, sense, transcribe_shard
 from asr_tasks.storage import LocalStore, get_json
 
 DAY = date(2026, 11, 27)
@@ -57,8 +57,7 @@ def main() -> None:
         get_engine(settings)
         t_load = time.perf_counter() - t0
         t0 = time.perf_counter()
-        for shard in plan_shards(results, settings.shard_audio_seconds):
-            transcribe_shard(shard, store, settings)
+        transcribe_shard(preprocessed_prefixes(results), store, settings)
         t_asr = time.perf_counter() - t0
 
         t0 = time.perf_counter()

@@ -13,7 +13,7 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Sequence
 
-from airflow.sdk import Asset, dag, task
+from airflow.sdk import Asset, dag, task, task_group
 
 from asr_tasks.config import TRANSCRIPTS_ASSET_URI, get_settings
 
@@ -26,9 +26,24 @@ settings = get_settings()
 TRANSCRIPTS = Asset(TRANSCRIPTS_ASSET_URI)
 
 
-def _pull_all(lazy: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def _pull_all(lazy: Sequence[Any]) -> list[Any]:
     """Materialise a mapped task's results by index (iteration probes one past the end)."""
     return [lazy[i] for i in range(len(lazy))]
+
+
+def _shard_values(shards: Any) -> list[dict[str, Any]]:
+    """What the mapped shard group returned: Airflow hands over no shard as None, one as it is, several lazily."""
+    if shards is None:
+        return []
+    return [shards] if isinstance(shards, dict) else _pull_all(shards)
+
+
+def _name_shard(rows: list[dict[str, Any]]) -> None:
+    """Names a shard's task instances in the UI by its first recording and its size."""
+    from airflow.sdk import get_current_context
+
+    first = rows[0]["key"] if rows else "empty"
+    get_current_context()["shard_name"] = f"{first} (+{len(rows) - 1})"  # type: ignore[literal-required]
 
 
 @dag(
@@ -56,31 +71,42 @@ def transcribe_daily() -> None:
 
         return [r.to_dict() for r in sense_day(open_store(settings), settings, date.fromisoformat(ds))]
 
-    @task(map_index_template="{{ task.op_kwargs['recording']['key'] }}")
-    def preprocess(recording: dict[str, Any]) -> dict[str, Any]:
-        """Probe, decode per channel, VAD-cut; bad input is quarantined, not raised."""
-        from asr_tasks.models import Recording
-        from asr_tasks.pipeline import preprocess as run, to_xcom
-        from asr_tasks.storage import open_store
-
-        return to_xcom([run(Recording.from_dict(recording), open_store(settings), settings)])[0]
-
     @task
-    def plan_shards(results: list[dict[str, Any]]) -> list[list[str]]:
-        """Shards of about shard_audio_seconds of speech, so each GPU task amortises one model load."""
-        from asr_tasks.pipeline import from_xcom, plan_shards as plan
+    def plan_shards(recordings: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+        """Shards of recordings (by count and bytes): each is one preprocessing and one transcription task."""
+        from asr_tasks.models import Recording
+        from asr_tasks.pipeline import plan_shards as plan
 
-        return plan(from_xcom(_pull_all(results)), settings.shard_audio_seconds)
+        shards = plan([Recording.from_dict(r) for r in recordings], settings)
+        return [[r.to_dict() for r in shard] for shard in shards]
 
-    @task(pool=settings.gpu_pool, queue=settings.gpu_queue)
-    def transcribe(shard: list[str]) -> dict[str, float]:
-        from asr_tasks.pipeline import transcribe_shard
+    @task(map_index_template="{{ shard_name }}")
+    def preprocess(shard: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Probe, decode per channel, VAD-cut the shard's recordings; bad input is quarantined, not raised."""
+        from asr_tasks.models import Recording
+        from asr_tasks.pipeline import preprocess_shard, to_xcom
         from asr_tasks.storage import open_store
 
-        return transcribe_shard(shard, open_store(settings), settings)
+        _name_shard(shard)
+        return to_xcom(preprocess_shard([Recording.from_dict(r) for r in shard], open_store(settings), settings))
+
+    @task(pool=settings.gpu_pool, queue=settings.gpu_queue, map_index_template="{{ shard_name }}")
+    def transcribe(results: list[dict[str, Any]]) -> dict[str, Any]:
+        """One loaded model over the whole shard; passes the preprocessing results on to indexing."""
+        from asr_tasks.pipeline import from_xcom, preprocessed_prefixes, transcribe_shard
+        from asr_tasks.storage import open_store
+
+        _name_shard(results)
+        done = transcribe_shard(preprocessed_prefixes(from_xcom(results)), open_store(settings), settings)
+        return {"results": results, **done}
+
+    @task_group
+    def shard(recordings: list[dict[str, Any]]) -> Any:
+        """The GPU takes a shard as soon as it is preprocessed, while CPU workers preprocess the next."""
+        return transcribe(preprocess(recordings))
 
     @task(trigger_rule="none_failed", outlets=[TRANSCRIPTS])
-    def index(results: list[dict[str, Any]], ds: str | None = None, outlet_events: Any = None) -> dict[str, int]:
+    def index(shards: Any, ds: str | None = None, outlet_events: Any = None) -> dict[str, int]:
         """Index transcripts and record quarantines; every sensed recording ends in one state.
 
         The Asset event names the call date, so the QA audit knows which day is ready.
@@ -89,15 +115,14 @@ def transcribe_daily() -> None:
         from asr_tasks.pipeline import from_xcom, index_results
         from asr_tasks.storage import open_store
 
-        counts = index_results(from_xcom(_pull_all(results)), open_store(settings), open_index(settings), settings)
+        rows = [row for shard in _shard_values(shards) for row in shard["results"]]
+        counts = index_results(from_xcom(rows), open_store(settings), open_index(settings), settings)
         outlet_events[TRANSCRIPTS].extra = {"call_date": ds, **counts}
         return counts
 
     sensed = sense()
     RecordingsReadySensor(task_id="wait_for_recordings") >> sensed
-    results = preprocess.expand(recording=sensed)
-    transcribed = transcribe.expand(shard=plan_shards(results))
-    transcribed >> index(results)
+    index(shard.expand(recordings=plan_shards(sensed)))
 
 
 transcribe_daily()

@@ -200,6 +200,20 @@ def test_probe_rejects_truncated_wav(tmp_path: Path) -> None:
         probe(cut, RAW)
 
 
+@pytest.mark.parametrize("codec", ["pcm_s16le", "pcm_mulaw", "pcm_alaw", "pcm_u8", "pcm_f32le"])
+def test_plain_wav_is_read_from_its_header_as_ffprobe_reads_it(codec: str, tmp_path: Path) -> None:
+    """Telephone WAVs skip the ffprobe process; what the header says is what ffprobe says."""
+    import ffmpeg as ffmpeg_python
+
+    path = tmp_path / f"{codec}.wav"
+    ffmpeg("-f", "lavfi", "-i", "sine=f=440:d=2.5:r=8000", "-ac", "2", "-c:a", codec, str(path))
+    info = probe(path, RAW)
+    stream = ffmpeg_python.probe(str(path))["streams"][0]
+    assert (info.format_name, info.codec, info.channels, info.sample_rate) == (
+        "wav", stream["codec_name"], stream["channels"], int(stream["sample_rate"]))
+    assert info.duration == pytest.approx(float(stream["duration"]), abs=0.01)
+
+
 def test_probe_accepts_streamed_wav(tmp_path: Path) -> None:
     """A WAV written to a pipe cannot state its length (sizes 0xFFFFFFFF): not truncated, just unsized."""
     streamed = tmp_path / "streamed.wav"

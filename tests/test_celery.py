@@ -142,6 +142,7 @@ def celery_env(tmp: Path, db: str, broker: int, api_port: int, model_dir: Path) 
         "ASR_WORK_DIR": str(tmp / "work"),
         "ASR_MODEL_DIR": str(model_dir),
         "ASR_TASK_RETRIES": "0",
+        "ASR_SHARD_MAX_RECORDINGS": "1",  # two shards: the GPU worker can start before the second is preprocessed
         "HF_HUB_OFFLINE": "1",
     })
     return env
@@ -247,7 +248,7 @@ def test_dag_routes_transcription_to_the_gpu_queue_and_the_rest_to_the_default_q
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     tasks = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert tasks.pop("transcribe") == ["a100", SETTINGS.gpu_pool]
+    assert tasks.pop("shard.transcribe") == ["a100", SETTINGS.gpu_pool]
     assert tasks and {queue for queue, _ in tasks.values()} == {"cpu-pool-a"}
 
 
@@ -332,11 +333,13 @@ def test_transcription_runs_on_the_gpu_worker_and_the_rest_on_the_default_worker
     print(f"{'task':<20} map {'state':<8} {'queue':<8} {'hostname':<15} duration\n{table}")
 
     ran = [(task, queue, host) for task, _, state, queue, host, _ in tis if state == "success"]
-    assert {task for task, _, _ in ran} >= {"sense", "preprocess", "plan_shards", "transcribe", "index"}, table
+    assert {task for task, _, _ in ran} >= {"sense", "shard.preprocess", "plan_shards", "shard.transcribe",
+                                            "index"}, table
     for task, queue, host in ran:
-        expected = "worker-gpu" if task == "transcribe" else "worker-default"
+        expected = "worker-gpu" if task == "shard.transcribe" else "worker-default"
         assert (queue, host) == (WORKERS[expected], expected), table
-    assert len([1 for task, *_ in ran if task == "preprocess"]) == 2, table
+    assert len([1 for task, *_ in ran if task == "shard.preprocess"]) == 2, table
+    assert len([1 for task, *_ in ran if task == "shard.transcribe"]) == 2, table
 
     status_json = json.loads(cli([asr, "status", "--date", DAY, "--json"], env))
     states = {row["key"].rsplit("/", 1)[-1]: row["state"] for row in status_json["recordings"]}

@@ -416,7 +416,7 @@ def test_shard_batches_its_recordings_and_keeps_per_recording_checkpoints(
     from datetime import date
 
     from asr_tasks.models import Transcript
-    from asr_tasks.pipeline import plan_shards, preprocess, sense, transcribe_shard, transcript_key
+    from asr_tasks.pipeline import preprocess, preprocessed_prefixes, sense, transcribe_shard, transcript_key
     from asr_tasks.storage import LocalStore, get_json
 
     store = LocalStore(settings.path("store_root"))
@@ -431,7 +431,7 @@ def test_shard_batches_its_recordings_and_keeps_per_recording_checkpoints(
             wav.writeframes((np.pad(audio, (SR // 2, SR // 2)) * 32767).astype("<i2").tobytes())
         store.put_file(settings.recordings_bucket, f"calls/2026/11/27/{name}.wav", path)
     results = [preprocess(r, store, settings) for r in sense(store, settings, date(2026, 11, 27))]
-    [shard] = plan_shards(results, settings.shard_audio_seconds)
+    shard = preprocessed_prefixes(results)
     by_name = {r.key.rsplit("/", 1)[-1][:-4]: r.artefact_prefix for r in results}
     assert transcribe_shard([by_name["weather"]], store, settings)["recordings"] == 1
     first = settings.path("store_root") / settings.artefacts_bucket / transcript_key(by_name["weather"], settings)

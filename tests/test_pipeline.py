@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -10,11 +11,35 @@ from pathlib import Path
 
 from asr_tasks.config import Settings
 from asr_tasks.index.sqlite import SqliteIndex
-from asr_tasks.pipeline import index_results, plan_shards, preprocess, sense, transcribe_shard, transcript_key
+from asr_tasks.models import Recording
+from asr_tasks.pipeline import (
+    index_results,
+    plan_shards,
+    preprocess,
+    preprocess_shard,
+    preprocessed_prefixes,
+    sense,
+    transcribe_shard,
+    transcript_key,
+)
 from asr_tasks.storage import LocalStore
 
 DAY = date(2026, 11, 27)
 PREFIX = "calls/2026/11/27/"
+
+
+def test_shards_are_planned_from_the_listing_by_count_and_bytes() -> None:
+    settings = dataclasses.replace(Settings(), shard_max_recordings=3, shard_max_bytes=1000)
+    sizes = {"a": 100, "b": 100, "c": 100, "d": 100, "e": 5000, "f": 600, "g": 500, "h": 10}
+    recordings = [Recording(f"id-{name}", "recordings", f"{PREFIX}{name}.wav", "etag", size, name, "2026-11-27")
+                  for name, size in reversed(sizes.items())]
+    shards = plan_shards(recordings, settings)
+    assert [[r.call_id for r in shard] for shard in shards] == [
+        ["a", "b", "c"],  # three at most
+        ["d"], ["e"],  # a file over the byte limit gets a shard of its own
+        ["f"], ["g", "h"],  # 600 + 500 would pass 1000 bytes
+    ]
+    assert plan_shards([], settings) == []
 
 
 def _seed(store: LocalStore, settings: Settings, jfk: Path, tmp_path: Path) -> None:
@@ -37,14 +62,15 @@ def test_day_end_to_end_without_airflow(settings: Settings, model_dir: Path, jfk
 
     recordings = sense(store, settings, DAY)
     assert sorted(r.key for r in recordings) == [PREFIX + n for n in ("c1.flac", "empty.wav", "notes.mp3", "silent.wav")]
-    results = [preprocess(r, store, settings) for r in recordings]
+    [shard] = plan_shards(recordings, settings)
+    results = preprocess_shard(shard, store, settings)
+    assert [r.key for r in results] == [r.key for r in shard]  # in the shard's order, whatever finished first
     reasons = {r.key.rsplit("/", 1)[-1]: r.reason for r in results if r.state == "quarantined"}
     assert reasons["empty.wav"] == "empty file (0 bytes)"
     assert reasons["notes.mp3"].startswith("not a decodable media file")
-    shards = plan_shards(results, settings.shard_audio_seconds)
-    assert len(shards) == 1 and len(shards[0]) == 2  # jfk and the silent call; quarantined ones never reach ASR
-    for shard in shards:
-        transcribe_shard(shard, store, settings)
+    prefixes = preprocessed_prefixes(results)
+    assert len(prefixes) == 2  # jfk and the silent call; quarantined ones never reach ASR
+    transcribe_shard(prefixes, store, settings)
     assert index_results(results, store, index, settings) == {"indexed": 1, "needs_review": 1, "quarantined": 2}
 
     states = {row["key"].rsplit("/", 1)[-1]: row["state"] for row in index.states("2026-11-27")}
@@ -60,8 +86,7 @@ def test_day_end_to_end_without_airflow(settings: Settings, model_dir: Path, jfk
     segments = index.segment_count()
     again = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
     assert again == results
-    for shard in plan_shards(again, settings.shard_audio_seconds):
-        assert transcribe_shard(shard, store, settings)["recordings"] == 0
+    assert transcribe_shard(preprocessed_prefixes(again), store, settings)["recordings"] == 0
     assert index_results(again, store, index, settings) == {"unchanged": 4}
     assert transcript.stat().st_mtime_ns == stamp and index.segment_count() == segments
 
@@ -81,7 +106,6 @@ def test_replaced_object_is_reprocessed_and_replaces_old_documents(
     store.put_file(settings.recordings_bucket, PREFIX + "c1.wav", copy)  # ...re-uploaded under the same key
     second = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
     assert second[0].recording_id != first[0].recording_id
-    for shard in plan_shards(second, settings.shard_audio_seconds):
-        transcribe_shard(shard, store, settings)
+    transcribe_shard(preprocessed_prefixes(second), store, settings)
     index_results(second, store, index, settings)
     assert [(r["recording_id"], r["state"]) for r in index.states()] == [(second[0].recording_id, "indexed")]

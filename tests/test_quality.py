@@ -19,7 +19,7 @@ from asr_tasks.config import Settings
 from asr_tasks.engines import get_engine, model_tag
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.models import INDEXED, NEEDS_REVIEW, Recording, Segment, Transcript, recording_id_for
-from asr_tasks.pipeline import index_results, plan_shards, preprocess, sense, transcribe_shard
+from asr_tasks.pipeline import index_results, preprocess, preprocessed_prefixes, sense, transcribe_shard
 from asr_tasks.postprocess import hotwords
 from asr_tasks.quality import (
     PASS,
@@ -217,8 +217,7 @@ def test_silence_and_music_are_never_indexed_as_pass_with_text(
         store.put_file(settings.recordings_bucket, PREFIX + name, tmp_path / name)
 
     results = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
-    for shard in plan_shards(results, settings.shard_audio_seconds):
-        transcribe_shard(shard, store, settings)
+    transcribe_shard(preprocessed_prefixes(results), store, settings)
     index = SqliteIndex(settings.path("index_path"))
     assert index_results(results, store, index, settings) == {NEEDS_REVIEW: 3}
     assert get_engine(settings).hotwords == hotwords(settings)  # the dictionary reached the engine

@@ -29,7 +29,14 @@ from asr_tasks.config import PROJECT_ROOT, Settings
 from asr_tasks.engines import get_engine
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.ledger import FINAL_STATES, Ledger, open_ledger
-from asr_tasks.pipeline import index_results, plan_shards, preprocess, sense, transcribe_shard, transcript_key
+from asr_tasks.pipeline import (
+    index_results,
+    preprocess,
+    preprocessed_prefixes,
+    sense,
+    transcribe_shard,
+    transcript_key,
+)
 from asr_tasks.storage import MinioStore, ObjectStore, open_store
 from conftest import DATA, S3Server
 from test_dag import airflow_env
@@ -119,7 +126,7 @@ def test_shard_killed_mid_way_then_retried(conf: Settings, model_dir: Path, long
     recordings = [o.key for o in store.list(bucket, PREFIX) if not o.key.endswith((".json", "_READY"))]
 
     results = [preprocess(r, store, conf) for r in sense(store, conf, DAY)]
-    [shard] = plan_shards(results, conf.shard_audio_seconds)
+    shard = preprocessed_prefixes(results)
     assert len(shard) == 3 and results[0].key.endswith("c1.flac")
     unit = get_engine(conf).work_seconds
     assert results[0].speech_seconds >= unit > results[1].speech_seconds + results[2].speech_seconds

@@ -1,0 +1,235 @@
+"""The whole daily DAG against the engine alone and the naive loop, on one synthetic day.
+
+The day holds a few hundred short calls (2-15 s, 8 kHz mono: IVR legs and
+call-backs) and some long stereo calls (agent left, customer right), all of
+known text. Three measurements of the same audio, in one process:
+
+- pipeline: the real ``transcribe_daily`` DAG (``dag.test()``) on the embedded
+  defaults, from the sensor to the index: decoding, loudness, VAD, ASR,
+  stitching, post-processing, the quality gate, indexing and Airflow itself;
+- engine: ``transcribe_batch`` alone over the chunks the pipeline cut, already
+  in memory, with the model already loaded;
+- naive: the seed article's loop, faster-whisper's ``transcribe`` on each whole
+  file (``--naive-every N`` times every N-th file only; its speed is a rate, so a
+  sample measures it, at a fraction of the time).
+
+Seconds per stage are the tasks' own; peak RSS per task comes from a task
+listener that resets the process's high-water mark (``/proc/self/clear_refs``)
+when a task starts and reads it when the task ends (ffmpeg's children not included).
+
+    .venv/bin/python bench/pipeline.py [--json] [--short-calls 200] [--long-calls 2] [--long-minutes 5]
+                                       [--naive-every 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pluggy import HookimplMarker
+from synthetic import Call, Naive, print_report, synthesise, synthesise_conversation, timed, wer
+
+from asr_tasks.config import PROJECT_ROOT
+
+DAY = date(2026, 11, 28)
+BIN = Path(sys.executable).parent
+hookimpl = HookimplMarker("airflow")
+
+
+class TaskMeter:
+    """Airflow task listener: wall seconds and peak RSS of every task instance run in this process."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self.started = 0.0
+
+    @hookimpl
+    def on_task_instance_running(self, previous_state: Any, task_instance: Any) -> None:
+        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+        self.started = time.perf_counter()
+
+    @hookimpl
+    def on_task_instance_success(self, previous_state: Any, task_instance: Any) -> None:
+        self._end(task_instance, "success")
+
+    @hookimpl
+    def on_task_instance_failed(self, previous_state: Any, task_instance: Any, error: Any) -> None:
+        self._end(task_instance, "failed")
+
+    def _end(self, ti: Any, state: str) -> None:
+        peak_kib = next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
+                        if line.startswith("VmHWM:"))
+        self.rows.append({"task": ti.task_id, "map_index": ti.map_index, "state": state,
+                          "seconds": round(time.perf_counter() - self.started, 2),
+                          "peak_rss_mib": round(peak_kib / 1024, 1)})
+
+
+def build_day(folder: Path, store_root: Path, args: argparse.Namespace) -> dict[str, Call]:
+    """The synthetic day's recordings, written into the local store; returns them by object key."""
+    from asr_tasks.config import get_settings
+    from asr_tasks.storage import LocalStore, day_prefix
+
+    (folder / "short").mkdir(parents=True)
+    calls = synthesise(folder / "short", minutes=1e9, count=args.short_calls)
+    calls += [synthesise_conversation(folder / f"long{n}.wav", args.long_minutes, seed=100 + n)
+              for n in range(args.long_calls)]
+    settings = get_settings()
+    store = LocalStore(store_root)
+    prefix = day_prefix(settings, DAY)
+    by_key = {}
+    for n, call in enumerate(calls):
+        key = f"{prefix}call_{n:04d}.wav"
+        store.put_file(settings.recordings_bucket, key, call.path)
+        by_key[key] = call
+    return by_key
+
+
+def environment(tmp: Path) -> None:
+    """Embedded defaults, with every file of the run under ``tmp``; Airflow's metadata DB in SQLite."""
+    os.environ.update({
+        "ASR_STORE_ROOT": str(tmp / "store"),
+        "ASR_LEDGER_URL": f"sqlite:///{tmp / 'ledger.sqlite'}",
+        "ASR_INDEX_PATH": str(tmp / "index.sqlite"),
+        "ASR_WORK_DIR": str(tmp / "work"),
+        "ASR_DEVICE_LOCK_DIR": str(tmp / "locks"),
+        "ASR_TASK_RETRIES": "0",  # a failure ends the run at once
+        "AIRFLOW_HOME": str(tmp / "airflow"),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp / 'airflow' / 'airflow.db'}",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",  # the report, not the task logs
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONWARNINGS": "ignore",
+    })
+    (tmp / "airflow").mkdir()
+    for step in ([str(BIN / "airflow"), "db", "migrate"], [str(BIN / "asr"), "pools", "--apply"]):
+        subprocess.run(step, check=True, capture_output=True)
+
+
+def run_dag(meter: TaskMeter) -> float:
+    """One real run of transcribe_daily for the day, in this process; returns its wall seconds."""
+    from airflow.sdk.listener import get_listener_manager
+
+    get_listener_manager().add_listener(meter)
+    dag = runpy.run_path(str(PROJECT_ROOT / "dags" / "transcribe_daily.py"))["transcribe_daily"]()
+    started = time.perf_counter()
+    run = dag.test(logical_date=datetime(DAY.year, DAY.month, DAY.day, tzinfo=timezone.utc))
+    wall = time.perf_counter() - started
+    if run.state != "success":
+        raise SystemExit(f"transcribe_daily ended {run.state}: {meter.rows}")
+    return wall
+
+
+def transcript_texts(by_key: dict[str, Call]) -> tuple[dict[str, str], list[Any]]:
+    """The indexed text of every recording (segments in time order), and the preprocessing manifests."""
+    from asr_tasks.config import get_settings
+    from asr_tasks.index import open_index
+    from asr_tasks.models import Preprocessed, Transcript
+    from asr_tasks.pipeline import artefact_prefix, transcript_key
+    from asr_tasks.storage import get_json, list_recordings, open_store
+
+    settings = get_settings()
+    store = open_store(settings)
+    states = {row["key"]: row["state"] for row in open_index(settings).states(DAY.isoformat())}
+    if sorted(states) != sorted(by_key):
+        raise SystemExit(f"{len(by_key)} recordings in the day, {len(states)} in the index")
+    texts, manifests = {}, []
+    for rec in list_recordings(store, settings, DAY):
+        prefix = artefact_prefix(rec)
+        manifests.append(Preprocessed.from_dict(get_json(store, settings.artefacts_bucket, f"{prefix}/manifest.json")))
+        transcript = Transcript.from_dict(get_json(store, settings.artefacts_bucket, transcript_key(prefix, settings)))
+        texts[rec.key] = " ".join(s.text for s in sorted(transcript.segments, key=lambda s: s.start))
+    return texts, manifests
+
+
+def engine_alone(manifests: list[Any]) -> tuple[float, int]:
+    """Wall seconds of one ``transcribe_batch`` over every chunk of the day, read into memory beforehand."""
+    from asr_tasks.config import get_settings
+    from asr_tasks.engines import get_engine
+    from asr_tasks.pipeline import load_chunks
+    from asr_tasks.storage import open_store
+
+    settings = get_settings()
+    engine = get_engine(settings)  # the instance the DAG's transcription task loaded
+    items, _ = load_chunks(manifests, open_store(settings), settings)
+    _, wall = timed(engine.transcribe_batch, items)
+    return wall, len(items)
+
+
+def per_task(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    tasks: dict[str, dict[str, Any]] = defaultdict(lambda: {"instances": 0, "seconds": 0.0, "peak_rss_mib": 0.0})
+    for row in rows:
+        entry = tasks[row["task"]]
+        entry["instances"] += 1
+        entry["seconds"] = round(entry["seconds"] + row["seconds"], 2)
+        entry["peak_rss_mib"] = max(entry["peak_rss_mib"], row["peak_rss_mib"])
+    return dict(tasks)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--short-calls", type=int, default=200, help="short calls (2-15 s) in the day")
+    parser.add_argument("--long-calls", type=int, default=2, help="long stereo calls in the day")
+    parser.add_argument("--long-minutes", type=float, default=5.0, help="length of each long call")
+    parser.add_argument("--naive-every", type=int, default=1, help="the naive loop runs on every N-th file")
+    args = parser.parse_args()
+
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        environment(tmp)
+        by_key = build_day(tmp / "synth", tmp / "store", args)
+        audio = sum(call.duration for call in by_key.values())
+
+        meter = TaskMeter()
+        pipeline_wall = run_dag(meter)
+        texts, manifests = transcript_texts(by_key)
+        engine_wall, chunks = engine_alone(manifests)
+
+        from asr_tasks.config import get_settings
+
+        settings = get_settings()
+        sample = sorted(by_key)[:: args.naive_every]
+        naive, naive_load = timed(Naive, settings)
+        naive_texts, naive_wall = timed(naive.run, [by_key[k] for k in sample])
+        sample_audio = sum(by_key[k].duration for k in sample)
+
+    keys = sorted(by_key)
+    tasks = per_task(meter.rows)
+    pipeline_rate, engine_rate, naive_rate = audio / pipeline_wall, audio / engine_wall, sample_audio / naive_wall
+    report = {
+        "machine": {"cpus": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before]},
+        "day": {"recordings": len(by_key), "short_calls": args.short_calls, "long_calls": args.long_calls,
+                "audio_s": round(audio, 1), "speech_s": round(sum(m.speech_seconds for m in manifests), 1),
+                "chunks": chunks},
+        "engine": f"{settings.engine} {settings.model_family} {settings.compute_type} on {settings.device}, "
+                  f"beam {settings.beam_size}, batch {settings.batch_size}, packing {settings.pack_windows}, "
+                  f"language {settings.language or 'detected'}",
+        "pipeline": {"wall_s": round(pipeline_wall, 1), "audio_s_per_wall_s": round(pipeline_rate, 3),
+                     "task_instances": len(meter.rows), "tasks": tasks,
+                     "outside_tasks_s": round(pipeline_wall - sum(r["seconds"] for r in meter.rows), 1)},
+        "engine_alone": {"wall_s": round(engine_wall, 1), "audio_s_per_wall_s": round(engine_rate, 3)},
+        "naive": {"files": len(sample), "audio_s": round(sample_audio, 1), "wall_s": round(naive_wall, 1),
+                  "audio_s_per_wall_s": round(naive_rate, 3), "model_load_s": round(naive_load, 2)},
+        "pipeline_over_engine": round(pipeline_rate / engine_rate, 3),
+        "pipeline_over_naive": round(pipeline_rate / naive_rate, 3),
+        "wer_pipeline": round(wer([by_key[k] for k in keys], [texts[k] for k in keys]), 4),
+        "wer_pipeline_on_naive_files": round(wer([by_key[k] for k in sample], [texts[k] for k in sample]), 4),
+        "wer_naive": round(wer([by_key[k] for k in sample], naive_texts), 4),
+    }
+    print_report(report, args.json)
+
+
+if __name__ == "__main__":
+    main()
