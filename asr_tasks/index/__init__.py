@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from abc import ABC, abstractmethod
+from typing import Any
 
 from asr_tasks.config import Settings
 from asr_tasks.index.query import AgentDayCount, CursorError, Filters, IndexBackendError, SearchPage
@@ -11,13 +12,16 @@ from asr_tasks.models import Quarantine, SearchHit, Transcript
 __all__ = ["AgentDayCount", "CursorError", "Filters", "IndexBackendError", "SearchPage", "TranscriptIndex", "open_index"]
 
 
-class TranscriptIndex(Protocol):
+class TranscriptIndex(ABC):
     """What the pipeline, the CLI and the search page need from an index; every backend answers alike."""
 
+    @abstractmethod
     def replace_recording(self, transcript: Transcript) -> int: ...
 
+    @abstractmethod
     def record_quarantine(self, quarantine: Quarantine) -> None: ...
 
+    @abstractmethod
     def current_state(self, recording_id: str, model: str, pipeline_version: str) -> str | None: ...
 
     def search(
@@ -29,8 +33,11 @@ class TranscriptIndex(Protocol):
         speaker: str | None = None,
         quality: str | None = None,
         limit: int = 20,
-    ) -> list[SearchHit]: ...
+    ) -> list[SearchHit]:
+        """The best ``limit`` hits; ``search_page`` pages further."""
+        return self.search_page(query, Filters(date_from, date_to, agent, speaker, quality), size=limit).hits
 
+    @abstractmethod
     def search_page(
         self,
         query: str,
@@ -41,17 +48,39 @@ class TranscriptIndex(Protocol):
         close_tag: str = "</em>",
     ) -> SearchPage: ...
 
+    @abstractmethod
     def counts(self, query: str, filters: Filters = Filters()) -> list[AgentDayCount]: ...
 
+    @abstractmethod
     def recording(self, recording_id: str) -> dict[str, Any] | None: ...
 
+    @abstractmethod
     def states(self, call_date: str | None = None) -> list[dict[str, Any]]: ...
 
+    @abstractmethod
     def transcripts_for_date(self, call_date: str) -> list[Transcript]: ...
 
+    @abstractmethod
     def replace_findings(self, call_date: str, findings: list[dict[str, Any]]) -> None: ...
 
+    @abstractmethod
     def findings(self, call_date: str) -> list[dict[str, Any]]: ...
+
+
+def transcript_summary(transcript: Transcript) -> dict[str, Any]:
+    """A transcript's recording-level fields, as both backends store them beside the recording's own."""
+    return {
+        "duration": transcript.duration,
+        "speech_seconds": transcript.speech_seconds,
+        "language": transcript.language,
+        "model": transcript.model,
+        "pipeline_version": transcript.pipeline_version,
+        "state": transcript.state,
+        "reason": transcript.reason,
+        "quality": transcript.quality,
+        "quality_failures": list(transcript.quality_failures),
+        "segments": len(transcript.segments),
+    }
 
 
 def open_index(settings: Settings) -> TranscriptIndex:

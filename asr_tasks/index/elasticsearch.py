@@ -41,6 +41,7 @@ from elastic_transport.client_utils import DEFAULT, DefaultType
 from elasticsearch import ApiError, BadRequestError, Elasticsearch, NotFoundError, helpers
 
 from asr_tasks.config import PROJECT_ROOT, Settings
+from asr_tasks.index import TranscriptIndex, transcript_summary
 from asr_tasks.index.query import (
     AgentDayCount,
     Filters,
@@ -119,7 +120,7 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-class ElasticsearchIndex:
+class ElasticsearchIndex(TranscriptIndex):
     """Segments, recordings and findings in Elasticsearch; idempotent to rewrite, safe to share."""
 
     def __init__(
@@ -281,20 +282,7 @@ class ElasticsearchIndex:
     def replace_recording(self, transcript: Transcript) -> int:
         """Index one recording's segments, replacing whatever was indexed for its key before."""
         rec = transcript.recording
-        doc = {
-            **_recording_fields(rec),
-            "duration": transcript.duration,
-            "speech_seconds": transcript.speech_seconds,
-            "language": transcript.language,
-            "model": transcript.model,
-            "pipeline_version": transcript.pipeline_version,
-            "state": transcript.state,
-            "reason": transcript.reason,
-            "quality": transcript.quality,
-            "quality_failures": list(transcript.quality_failures),
-            "segments": len(transcript.segments),
-            "updated_at": _now(),
-        }
+        doc = {**_recording_fields(rec), **transcript_summary(transcript), "updated_at": _now()}
         shared = {k: doc[k] for k in ("recording_id", "bucket", "key", "call_id", "call_date", "started_at",
                                       "agent_id", "customer_id", "direction", "quality", "model", "pipeline_version")}
         now = _now()
@@ -368,19 +356,6 @@ class ElasticsearchIndex:
         if node is None:
             return None
         return {"bool": {"must": [to_elasticsearch(node, TEXT_FIELDS)], "filter": self._filters(filters)}}
-
-    def search(
-        self,
-        query: str,
-        date_from: str | None = None,
-        date_to: str | None = None,
-        agent: str | None = None,
-        speaker: str | None = None,
-        quality: str | None = None,
-        limit: int = 20,
-    ) -> list[SearchHit]:
-        """The best ``limit`` hits; ``search_page`` pages further."""
-        return self.search_page(query, Filters(date_from, date_to, agent, speaker, quality), size=limit).hits
 
     def search_page(
         self,

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from asr_tasks.index import TranscriptIndex, transcript_summary
 from asr_tasks.index.query import AgentDayCount, Filters, SearchPage, decode_cursor, encode_cursor, to_fts5
 from asr_tasks.index.query import parse as parse_query
 from asr_tasks.models import INDEXED, Quarantine, Recording, SearchHit, Segment, Transcript
@@ -119,7 +120,7 @@ def restore_highlight(original: str, highlighted: str, open_tag: str, close_tag:
     return re.sub(re.escape(close_tag) + r"(\s*)" + re.escape(open_tag), r"\1", text)
 
 
-class SqliteIndex:
+class SqliteIndex(TranscriptIndex):
     """Segments and recordings in one SQLite file; safe to reopen, idempotent to rewrite."""
 
     def __init__(self, path: Path) -> None:
@@ -158,19 +159,8 @@ class SqliteIndex:
     def replace_recording(self, transcript: Transcript) -> int:
         """Index one recording's segments, replacing whatever was indexed for it before."""
         rec = transcript.recording
-        row = {
-            **_recording_columns(rec.to_dict()),
-            "duration": transcript.duration,
-            "speech_seconds": transcript.speech_seconds,
-            "language": transcript.language,
-            "model": transcript.model,
-            "pipeline_version": transcript.pipeline_version,
-            "state": transcript.state,
-            "reason": transcript.reason,
-            "quality": transcript.quality,
-            "quality_failures": ",".join(transcript.quality_failures) or None,
-            "segments": len(transcript.segments),
-        }
+        row = {**_recording_columns(rec.to_dict()), **transcript_summary(transcript)}
+        row["quality_failures"] = ",".join(row["quality_failures"]) or None
         with closing(self._connect()) as db, db:
             self._replace_recording_row(db, row)
             for seq, seg in enumerate(transcript.segments):
@@ -205,19 +195,6 @@ class SqliteIndex:
         if row["state"] == INDEXED and row["model"] != model:
             return None
         return str(row["state"])
-
-    def search(
-        self,
-        query: str,
-        date_from: str | None = None,
-        date_to: str | None = None,
-        agent: str | None = None,
-        speaker: str | None = None,
-        quality: str | None = None,
-        limit: int = 20,
-    ) -> list[SearchHit]:
-        """The best ``limit`` hits; ``search_page`` pages further."""
-        return self.search_page(query, Filters(date_from, date_to, agent, speaker, quality), size=limit).hits
 
     def search_page(
         self,
