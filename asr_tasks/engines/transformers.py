@@ -170,9 +170,20 @@ class ChosenLogprobs(transformers.LogitsProcessor):
         return torch.stack(self.steps, dim=1).cpu() if self.steps else torch.zeros(0, 0)
 
 
-class TransformersWhisper(WindowedWhisper):
-    def __init__(self, settings: Settings) -> None:
-        loaded = _Loaded(settings, "WhisperForConditionalGeneration")
+class _TransformersModel:
+    """What both transformers engines keep of the load: settings, model, processor and device."""
+
+    settings: Settings
+    model_name: str
+    batch_size: int
+    lease: DeviceLease
+    device: str
+    dtype: torch.dtype
+    model: Any
+    processor: Any
+    tokenizer: Any
+
+    def _adopt(self, loaded: _Loaded, settings: Settings) -> None:
         self.settings = settings
         self.model_name = model_tag(settings)
         self.batch_size = settings.batch_size
@@ -182,6 +193,12 @@ class TransformersWhisper(WindowedWhisper):
         self.model = loaded.model
         self.processor = loaded.processor
         self.tokenizer = loaded.processor.tokenizer
+
+
+class TransformersWhisper(_TransformersModel, WindowedWhisper):
+    def __init__(self, settings: Settings) -> None:
+        loaded = _Loaded(settings, "WhisperForConditionalGeneration")
+        self._adopt(loaded, settings)
         generation = self.model.generation_config
         if self.processor.feature_extractor.feature_size != self.model.config.num_mel_bins:
             raise loaded.mismatch("preprocessor_config.json", f"{self.processor.feature_extractor.feature_size} mel "
@@ -308,20 +325,12 @@ class TransformersWhisper(WindowedWhisper):
         return words
 
 
-class TransformersQwen3Asr(AsrEngine):
+class TransformersQwen3Asr(_TransformersModel, AsrEngine):
     """Qwen3-ASR over length-sorted buckets; the language is forced (``language``) or read from the output."""
 
     def __init__(self, settings: Settings) -> None:
         loaded = _Loaded(settings, "Qwen3ASRForConditionalGeneration")
-        self.settings = settings
-        self.model_name = model_tag(settings)
-        self.batch_size = settings.batch_size
-        self.lease = loaded.lease
-        self.device = loaded.lease.torch_device
-        self.dtype = loaded.dtype
-        self.model = loaded.model
-        self.processor = loaded.processor
-        self.tokenizer = loaded.processor.tokenizer
+        self._adopt(loaded, settings)
         config = self.model.config
         if self.processor.audio_token_id != config.audio_token_id:
             raise loaded.mismatch("tokenizer.json", f"the audio token is {self.processor.audio_token_id}, "
