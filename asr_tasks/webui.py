@@ -98,6 +98,17 @@ def audio_response(path: Path, range_header: str | None, media_type: str, resour
                              headers=headers)
 
 
+def query_filters(
+    date_from: str | None = None,
+    date_to: str | None = None,
+    agent: str | None = None,
+    speaker: str | None = None,
+    quality: str | None = None,
+) -> Filters:
+    """The filters of the JSON API, from the query string."""
+    return Filters(date_from, date_to, agent, speaker, quality)
+
+
 def create_app(
     settings: Settings | None = None,
     dependencies: Sequence[Depends] = (),
@@ -163,17 +174,13 @@ def create_app(
     @app.get("/api/search")
     def api_search(
         q: str,
-        date_from: str | None = None,
-        date_to: str | None = None,
-        agent: str | None = None,
-        speaker: str | None = None,
-        quality: str | None = None,
+        filters: Filters = Depends(query_filters),
         size: int = Query(PAGE_SIZE, ge=1, le=500),
         after: str | None = None,
     ) -> dict[str, Any]:
         """Hits as JSON (highlights as <em>), with the cursor of the next page."""
         try:
-            result = get_index().search_page(q, Filters(date_from, date_to, agent, speaker, quality), size, after)
+            result = get_index().search_page(q, filters, size, after)
         except CursorError as exc:
             raise HTTPException(status_code=400, detail=str(exc)) from exc
         except IndexBackendError as exc:
@@ -181,16 +188,8 @@ def create_app(
         return {"hits": [h.to_dict() for h in result.hits], "next_after": result.next_after}
 
     @app.get("/api/counts")
-    def api_counts(
-        q: str,
-        date_from: str | None = None,
-        date_to: str | None = None,
-        agent: str | None = None,
-        speaker: str | None = None,
-        quality: str | None = None,
-    ) -> list[dict[str, Any]]:
+    def api_counts(q: str, filters: Filters = Depends(query_filters)) -> list[dict[str, Any]]:
         """Matching segments and recordings per agent and day."""
-        filters = Filters(date_from, date_to, agent, speaker, quality)
         return [c.to_dict() for c in get_index().counts(q, filters)]
 
     @app.get("/audio/{recording_id}", name="audio")
