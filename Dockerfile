@@ -22,9 +22,9 @@ ENV HF_HUB_OFFLINE=1 \
 WORKDIR /opt/asr
 
 # The tested set of packages; only torch's local version follows TORCH_VARIANT (+cpu, +cu128, ...).
-COPY --chown=airflow:0 requirements.txt constraints.txt ./
+COPY --chown=airflow:0 requirements.txt requirements-transformers.txt constraints.txt ./
 RUN sed -E "s/^torch==([^+]+).*/torch==\1+${TORCH_VARIANT}/" constraints.txt > /tmp/constraints.txt \
- && pip install --no-cache-dir -r requirements.txt -c /tmp/constraints.txt \
+ && pip install --no-cache-dir -r requirements.txt -r requirements-transformers.txt -c /tmp/constraints.txt \
       --extra-index-url "${TORCH_INDEX_URL}/${TORCH_VARIANT}" \
  && rm /tmp/constraints.txt
 

@@ -17,7 +17,8 @@ export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN := sqlite:///$(CURDIR)/var/airflow/ai
 export HF_HUB_OFFLINE := 1
 export PYTHONWARNINGS := ignore
 
-.PHONY: demo test test-celery setup system-deps venv model airflow-init standalone clean
+.PHONY: demo test test-celery setup test-setup system-deps test-system-deps venv test-venv test-services model \
+	airflow-init standalone clean
 
 demo: setup airflow-init
 	@echo "== writing the demo corpus for $(DEMO_DATE)"
@@ -39,32 +40,60 @@ demo: setup airflow-init
 	  || { tail -n 60 var/demo-audit.log; exit 1; }
 	$(BIN)/asr audit --date $(DEMO_DATE)
 
-test: setup
+test: setup test-setup
 	$(BIN)/python -m pytest
 
-# Airflow on CeleryExecutor against the local PostgreSQL and Redis (about 3-4 minutes).
-test-celery: setup
+# Airflow on CeleryExecutor against PostgreSQL and Redis servers the tests start (about 3-4 minutes).
+test-celery: setup test-setup
 	$(BIN)/python -m pytest -m celery -s
 
 setup: system-deps venv model
 
+# What the tests need beyond the demo: the dev and transformers requirements (torch), the servers' Debian
+# packages, the Elasticsearch distribution (mvn) and the MinIO server (go install), cached under var/test-services/.
+test-setup: test-system-deps test-venv test-services
+
+# Debian packages, installed when one of their commands or files is missing: apt-get install <packages>.
+apt_install = SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); $$SUDO apt-get update -qq \
+	&& DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(1) >/dev/null
+
 system-deps:
-	@missing=""; for tool in ffmpeg ffprobe espeak-ng chromium; do command -v $$tool >/dev/null || missing=1; done; \
+	@missing=""; for tool in ffmpeg ffprobe espeak-ng; do command -v $$tool >/dev/null || missing=1; done; \
 	if [ -n "$$missing" ]; then \
-	  echo "== installing ffmpeg, espeak-ng and chromium (apt; chromium drives the search page's browser test)"; \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq ffmpeg espeak-ng chromium >/dev/null; \
+	  echo "== installing ffmpeg and espeak-ng (apt)"; $(call apt_install,ffmpeg espeak-ng); \
 	fi
+
+test-system-deps:
+	@missing=""; for tool in chromium redis-server openssl; do command -v $$tool >/dev/null || missing=1; done; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing=1; \
+	[ -f /usr/share/hunspell/en_US.dic ] || missing=1; \
+	if [ -n "$$missing" ]; then \
+	  echo "== installing chromium, PostgreSQL, Redis and the en_US hunspell dictionary (apt; test servers and browser)"; \
+	  $(call apt_install,chromium postgresql redis-server hunspell-en-us openssl); \
+	fi
+	@for tool in mvn go java; do command -v $$tool >/dev/null || { echo "$$tool is missing: the test servers need Maven, Go and a JDK 21+"; exit 1; }; done
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproject.toml
-	@echo "== creating $(VENV) (pinned requirements, CPU torch)"
+# The embedded default's packages only: no torch, no transformers.
+$(VENV)/.installed: requirements.txt constraints.txt pyproject.toml
+	@echo "== creating $(VENV) (pinned requirements)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install $(PIP_QUIET) --upgrade pip 2> >(grep -v "is ignored" >&2)
-	$(BIN)/pip install $(PIP_QUIET) -r requirements.txt -r requirements-dev.txt -c constraints.txt 2> >(grep -v "is ignored" >&2)
+	$(BIN)/pip install $(PIP_QUIET) -r requirements.txt -c constraints.txt 2> >(grep -v "is ignored" >&2)
 	$(BIN)/pip install $(PIP_QUIET) --no-deps -e . 2> >(grep -v "is ignored" >&2)
 	touch $@
+
+test-venv: $(VENV)/.installed-test
+
+$(VENV)/.installed-test: $(VENV)/.installed requirements-dev.txt requirements-transformers.txt constraints.txt
+	@echo "== adding the test and transformers requirements to $(VENV) (torch from PyPI: a CUDA build, several GB)"
+	$(BIN)/pip install $(PIP_QUIET) -r requirements.txt -r requirements-dev.txt -r requirements-transformers.txt \
+	  -c constraints.txt 2> >(grep -v "is ignored" >&2)
+	touch $@
+
+test-services: test-venv
+	@$(BIN)/python tests/services.py prepare
 
 model: venv
 	@$(BIN)/asr install-model

@@ -57,6 +57,7 @@ class Settings:
     es_ca_certs: str | None = None
     es_index_prefix: str = "asr"
     es_analyzer: str = "cjk"
+    es_english_stemmer: str = "porter"
     es_refresh: str = "wait_for"
     es_request_timeout_seconds: float = 30.0
     es_max_retries: int = 5

@@ -1,28 +1,34 @@
-"""Search latency of the embedded SQLite index at a million segments.
+"""Indexing rate and search latency at a million segments, on the embedded SQLite index or on Elasticsearch.
 
 Writes synthetic calls (Chinese and English sentences drawn from a finance
 call-centre vocabulary, 500 segments per recording, spread over a year and 50
-agents) through ``SqliteIndex.replace_recording``, then times ``search`` for a
-two-character Chinese word, an English phrase, the same with filters, a deep
-page, and the per-agent/day counts. The index is kept in var/bench/ and reused
-while it has the requested size.
+agents) through ``replace_recording``, then times ``search`` for a two-character
+Chinese word, an English phrase, the same with filters, a deep page, and the
+per-agent/day counts. SQLite's index is kept in var/bench/ and reused while it has
+the requested size; ``--backend elasticsearch`` starts the test suite's
+Elasticsearch 9 node (tests/services.py: one node, ``--es-heap``, security and
+TLS on, the analysers of its minimal distribution) and builds the index afresh,
+with ``es_refresh: false`` as a backfill would, then refreshes once.
 
-    .venv/bin/python bench/search.py [--segments 1000000] [--runs 50] [--json]
+    .venv/bin/python bench/search.py [--backend sqlite|elasticsearch] [--segments 1000000] [--runs 50] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import statistics
+import sys
 import time
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Callable
 
-from asr_tasks.config import PROJECT_ROOT
-from asr_tasks.index import Filters
+from asr_tasks.config import PROJECT_ROOT, Settings
+from asr_tasks.index import Filters, TranscriptIndex, open_index
+from asr_tasks.index.elasticsearch import ElasticsearchIndex
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
 
@@ -49,7 +55,7 @@ def synthetic_text(rng: random.Random) -> str:
     return " ".join(words).capitalize() + "."
 
 
-def build(index: SqliteIndex, segments: int, seed: int = 7) -> float:
+def build(index: TranscriptIndex, segments: int, seed: int = 7) -> float:
     rng = random.Random(seed)
     started = time.perf_counter()
     first_day = date(2026, 1, 1)
@@ -76,32 +82,88 @@ def timed(fn: Callable[[], object], runs: int) -> dict[str, float]:
     return {"p50_ms": round(statistics.median(ms), 2), "p95_ms": round(q[18], 2), "max_ms": round(max(ms), 2)}
 
 
+def segment_count(index: TranscriptIndex) -> int:
+    if isinstance(index, SqliteIndex):
+        return index.segment_count()
+    assert isinstance(index, ElasticsearchIndex)
+    return int(index.client.count(index=index.alias("segments"))["count"])
+
+
+def matches(index: TranscriptIndex, query: str) -> int:
+    return sum(c.segments for c in index.counts(query))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", choices=["sqlite", "elasticsearch"], default="sqlite")
     parser.add_argument("--segments", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--index", type=Path, default=PROJECT_ROOT / "var" / "bench" / "search-1m.sqlite")
+    parser.add_argument("--es-heap", default="2g")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    index = SqliteIndex(args.index)
+    node = None
     build_seconds = None
-    if index.segment_count() != args.segments // PER_RECORDING * PER_RECORDING:
-        args.index.unlink()
-        index = SqliteIndex(args.index)
-        build_seconds = round(build(index, args.segments), 1)
+    wanted = args.segments // PER_RECORDING * PER_RECORDING
+    if args.backend == "sqlite":
+        index: TranscriptIndex = SqliteIndex(args.index)
+        if segment_count(index) != wanted:
+            args.index.unlink()
+            index = SqliteIndex(args.index)
+            build_seconds = round(build(index, args.segments), 1)
+    else:
+        sys.path.insert(0, str(PROJECT_ROOT / "tests"))
+        import services
 
-    zh_hits = len(index.search(ZH_TARGET, limit=1_000_000))
-    en_hits = len(index.search(f'"{EN_TARGET}"', limit=1_000_000))
+        node = services.start_elasticsearch(heap=args.es_heap)
+        settings = dataclasses.replace(
+            Settings(), index_backend="elasticsearch", es_url=node.url, es_username=node.username,
+            es_password=node.password, es_ca_certs=node.ca_certs, es_analyzer="standard",
+            es_english_stemmer="hunspell", es_index_prefix="bench", es_refresh="false")
+        index = open_index(settings)
+        assert isinstance(index, ElasticsearchIndex)
+        build_seconds = build(index, args.segments)
+        started = time.perf_counter()
+        index.client.indices.refresh(index="bench-*")
+        build_seconds = round(build_seconds + time.perf_counter() - started, 1)
+    try:
+        results = measure(index, args, build_seconds)
+    finally:
+        if node is not None:
+            node.server.stop()
+    if args.json:
+        print(json.dumps(results, ensure_ascii=False, indent=2))
+        return
+    print(f"{args.backend}: {results['segments']:,} segments, {results['index_mb']} MiB"
+          + (f", built in {build_seconds} s ({results['segments_per_second']:,} segments/s)" if build_seconds
+             else " (reused)")
+          + f"; matches: {ZH_TARGET} {results['matches'][ZH_TARGET]:,}, \"{EN_TARGET}\" "
+          + f"{results['matches'][EN_TARGET]:,}")
+    for name, t in results["latency"].items():
+        print(f"  {name:45} p50 {t['p50_ms']:8.2f} ms   p95 {t['p95_ms']:8.2f} ms   max {t['max_ms']:8.2f} ms")
+
+
+def index_mib(index: TranscriptIndex, path: Path) -> float:
+    if isinstance(index, ElasticsearchIndex):
+        stats = index.client.indices.stats(index=index.alias("segments"), metric="store")
+        return round(stats["_all"]["primaries"]["store"]["size_in_bytes"] / 2**20, 1)
+    return round(path.stat().st_size / 2**20, 1)
+
+
+def measure(index: TranscriptIndex, args: argparse.Namespace, build_seconds: float | None) -> dict[str, object]:
+    segments = segment_count(index)
     deep_after = None
     for _ in range(10):  # the cursor of page 11
         deep_after = index.search_page(ZH_TARGET, size=20, after=deep_after).next_after
     june = Filters(date_from="2026-06-01", date_to="2026-06-30", agent="AG-0007", speaker="agent")
-    results = {
-        "segments": index.segment_count(),
-        "index_mb": round(args.index.stat().st_size / 2**20, 1),
+    return {
+        "backend": args.backend,
+        "segments": segments,
+        "index_mb": index_mib(index, args.index),
         "build_seconds": build_seconds,
-        "matches": {ZH_TARGET: zh_hits, EN_TARGET: en_hits},
+        "segments_per_second": round(segments / build_seconds) if build_seconds else None,
+        "matches": {ZH_TARGET: matches(index, ZH_TARGET), EN_TARGET: matches(index, f'"{EN_TARGET}"')},
         "latency": {
             f"{ZH_TARGET} (top 20)": timed(lambda: index.search(ZH_TARGET, limit=20), args.runs),
             f'"{EN_TARGET}" (top 20)': timed(lambda: index.search(f'"{EN_TARGET}"', limit=20), args.runs),
@@ -112,14 +174,6 @@ def main() -> None:
             f"{ZH_TARGET}: counts per agent and day": timed(lambda: index.counts(ZH_TARGET), max(args.runs // 5, 3)),
         },
     }
-    if args.json:
-        print(json.dumps(results, ensure_ascii=False, indent=2))
-        return
-    print(f"{results['segments']:,} segments, {results['index_mb']} MiB"
-          + (f", built in {build_seconds} s" if build_seconds else " (reused)")
-          + f"; matches: {ZH_TARGET} {zh_hits:,}, \"{EN_TARGET}\" {en_hits:,}")
-    for name, t in results["latency"].items():
-        print(f"  {name:45} p50 {t['p50_ms']:8.2f} ms   p95 {t['p95_ms']:8.2f} ms   max {t['max_ms']:8.2f} ms")
 
 
 if __name__ == "__main__":

@@ -1,15 +1,19 @@
-"""Shared fixtures: isolated settings per test, the packaged Whisper-base, test audio, an S3 server."""
+"""Shared fixtures: isolated settings per test, the packaged Whisper-base, test audio, and the test servers."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 import pytest
 
 from asr_tasks.config import PROJECT_ROOT, Settings
 from asr_tasks.model_assets import install_whisper_base
+import services
+
+T = TypeVar("T")
 
 DATA = Path(__file__).parent / "data"
 MODEL_DIR = PROJECT_ROOT / "var" / "models" / "whisper-base"
@@ -66,55 +70,86 @@ class S3Server:
         return env
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="session")
-def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., int]]:
-    """Starts moto's S3 server (``python -m moto.server``) in a child process on a loopback port; returns the port."""
-    import socket
-    import subprocess
-    import sys
-    import time
-
-    procs: list[subprocess.Popen[bytes]] = []
-    logs = tmp_path_factory.mktemp("moto")
-
-    def start(port: int | None = None, *args: str) -> int:
-        port = port or free_port()
-        log = open(logs / f"{port}.log", "wb")
-        proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port), *args],
-                                stdout=log, stderr=subprocess.STDOUT)
-        procs.append(proc)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return port
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto server on port {port} did not start: {(logs / f'{port}.log').read_text()}")
-                time.sleep(0.05)
-
-    yield start
-    for proc in procs:
-        proc.terminate()
-        proc.wait(timeout=10)
+def _service(start: Callable[[], T]) -> T:
+    """Start a test server; a missing tool skips outside CI and fails in CI, a failed start always fails."""
+    try:
+        return start()
+    except services.ServiceUnavailable as exc:
+        if services.required():
+            pytest.fail(f"CI needs this server: {exc}")
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="session")
-def s3_server(moto_server: Callable[..., int]) -> S3Server:
-    """A real MinIO when MINIO_ENDPOINT is set (MINIO_ACCESS_KEY, MINIO_SECRET_KEY, MINIO_CA_BUNDLE), else moto."""
-    import os
+def minio_server() -> Iterator[services.MinioServer]:
+    """A real MinIO server (built from source, see tests/services.py) for the whole session."""
+    server = _service(services.start_minio)
+    yield server
+    server.server.stop()
 
+
+@pytest.fixture(scope="session")
+def s3_server(request: pytest.FixtureRequest) -> S3Server:
+    """The MinIO at MINIO_ENDPOINT when set (MINIO_ACCESS_KEY, MINIO_SECRET_KEY, MINIO_CA_BUNDLE), else our own."""
     endpoint = os.environ.get("MINIO_ENDPOINT")
     if not endpoint:
-        return S3Server(f"127.0.0.1:{moto_server()}", "asr-test-key", "asr-test-secret")
+        minio: services.MinioServer = request.getfixturevalue("minio_server")
+        return S3Server(minio.endpoint, minio.access_key, minio.secret_key)
     secure = endpoint.startswith("https://") or os.environ.get("MINIO_SECURE", "").lower() in {"1", "true", "yes"}
     return S3Server(endpoint.split("://", 1)[-1].rstrip("/"), os.environ.get("MINIO_ACCESS_KEY", "minioadmin"),
                     os.environ.get("MINIO_SECRET_KEY", "minioadmin"), secure, os.environ.get("MINIO_CA_BUNDLE"))
+
+
+@dataclasses.dataclass(frozen=True)
+class EsCluster:
+    """An Elasticsearch cluster to test against, and the settings that reach it."""
+
+    url: str
+    username: str | None = None
+    password: str | None = None
+    api_key: str | None = None
+    ca_certs: str | None = None
+    analyzer: str = "cjk"
+    english_stemmer: str = "porter"
+    minimal: bool = False  # the minimal distribution: no analysis-common, no reindex module
+
+    def settings(self, base: Settings, prefix: str, **changes: object) -> Settings:
+        fields: dict[str, object] = {
+            "index_backend": "elasticsearch", "es_url": self.url, "es_index_prefix": prefix,
+            "es_api_key": self.api_key, "es_username": self.username, "es_password": self.password,
+            "es_ca_certs": self.ca_certs, "es_analyzer": self.analyzer, "es_english_stemmer": self.english_stemmer,
+            "es_refresh": "true", "es_retry_backoff_seconds": 0.05,
+        }
+        return dataclasses.replace(base, **{**fields, **changes})  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def es_cluster() -> Iterator[EsCluster]:
+    """The cluster ES_URL names (ES_USERNAME/ES_PASSWORD or ES_API_KEY, ES_CA_CERTS, ES_ANALYZER,
+    ES_ENGLISH_STEMMER), else a real Elasticsearch 9 node started for the session (tests/services.py): HTTPS, a
+    user with the pipeline's role, and the analysers its minimal distribution has (standard, hunspell)."""
+    if os.environ.get("ES_URL"):
+        env = os.environ.get
+        yield EsCluster(env("ES_URL", ""), env("ES_USERNAME"), env("ES_PASSWORD"), env("ES_API_KEY"),
+                        env("ES_CA_CERTS"), env("ES_ANALYZER", "cjk"), env("ES_ENGLISH_STEMMER", "porter"))
+        return
+    node = _service(services.start_elasticsearch)
+    yield EsCluster(node.url, node.username, node.password, ca_certs=node.ca_certs, analyzer="standard",
+                    english_stemmer="hunspell", minimal=True)
+    node.server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A throw-away PostgreSQL cluster; its URL names the ``postgres`` database of the superuser ``postgres``."""
+    server = _service(services.start_postgres)
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[str]:
+    """A throw-away Redis without persistence; its URL has no database number."""
+    server = _service(services.start_redis)
+    yield server.url
+    server.stop()

@@ -1,4 +1,4 @@
-"""The distributed path: CeleryExecutor on the local PostgreSQL (metadata) and Redis (broker).
+"""The distributed path: CeleryExecutor on PostgreSQL (metadata) and Redis (broker) servers the tests start.
 
 Starts the Airflow components as separate processes (api-server, scheduler,
 dag-processor, a Celery worker on the default queue and one on the gpu queue,
@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import secrets
 import shutil
 import signal
-import socket
 import string
 import subprocess
 import sys
@@ -33,9 +31,8 @@ import pytest
 import redis
 
 from asr_tasks.config import PROJECT_ROOT, Settings
+from services import free_port
 
-PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
-REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 DAY = "2026-11-27"
 RUN_ID = "celery_test_run"
 BIN = Path(sys.executable).parent
@@ -80,45 +77,33 @@ def stop_all(components: list[Component], grace: float = 30.0) -> None:
         c.proc.wait(10)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
-def metadata_db() -> Iterator[str]:
-    """A throw-away PostgreSQL database for Airflow's metadata and Celery's results."""
+def metadata_db(postgres_server: str) -> Iterator[str]:
+    """A throw-away PostgreSQL database for Airflow's metadata and Celery's results; yields its URL."""
     name = f"asr_celery_{secrets.token_hex(4)}"
-    pg = ["-h", PG_HOST, "-p", str(PG_PORT), "-U", PG_USER]
-    proc = subprocess.run(["createdb", *pg, name], capture_output=True, text=True, timeout=60)
-    if proc.returncode != 0:
-        pytest.fail(f"PostgreSQL at {PG_HOST}:{PG_PORT} (user {PG_USER}): createdb {name} failed: {proc.stderr}")
+    admin = psycopg2.connect(postgres_server)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield name
+        yield postgres_server.rsplit("/", 1)[0] + f"/{name}"
     finally:
-        subprocess.run(["dropdb", *pg, "--force", "--if-exists", name], capture_output=True, timeout=60)
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
 
 
 @pytest.fixture
-def broker_db() -> Iterator[int]:
-    """An empty Redis database number for the broker, emptied again afterwards."""
-    try:
-        dbs = [n for n in random.sample(range(1, 16), 15) if redis.Redis(REDIS_HOST, REDIS_PORT, db=n).dbsize() == 0]
-    except redis.RedisError as exc:
-        pytest.fail(f"Redis at {REDIS_HOST}:{REDIS_PORT}: {exc}")
-    if not dbs:
-        pytest.fail(f"Redis at {REDIS_HOST}:{REDIS_PORT}: no empty database among 1-15 for the broker")
-    try:
-        yield dbs[0]
-    finally:
-        redis.Redis(REDIS_HOST, REDIS_PORT, db=dbs[0]).flushdb()
+def broker_url(redis_server: str) -> str:
+    """Database 1 of the test Redis, for the broker."""
+    assert redis.Redis.from_url(f"{redis_server}/1").dbsize() == 0
+    return f"{redis_server}/1"
 
 
-def celery_env(tmp: Path, db: str, broker: int, api_port: int, model_dir: Path) -> dict[str, str]:
+def celery_env(tmp: Path, db: str, broker: str, api_port: int, model_dir: Path) -> dict[str, str]:
     """One Airflow installation on CeleryExecutor, configured like the compose stack; project state under ``tmp``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "ASR_"))}
-    pg = f"{PG_USER}@{PG_HOST}:{PG_PORT}/{db}"
+    pg = db.split("://", 1)[1]
     env.update({
         "AIRFLOW_HOME": str(tmp / "airflow"),
         "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
@@ -130,7 +115,7 @@ def celery_env(tmp: Path, db: str, broker: int, api_port: int, model_dir: Path) 
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN}:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(tmp / "passwords.json"),
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg2://{pg}",
-        "AIRFLOW__CELERY__BROKER_URL": f"redis://{REDIS_HOST}:{REDIS_PORT}/{broker}",
+        "AIRFLOW__CELERY__BROKER_URL": broker,
         "AIRFLOW__CELERY__RESULT_BACKEND": f"db+postgresql+psycopg2://{pg}",
         "AIRFLOW__OPERATORS__DEFAULT_QUEUE": SETTINGS.default_queue,
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
@@ -202,7 +187,7 @@ class Api:
 
 
 def query(db: str, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    conn = psycopg2.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=db)
+    conn = psycopg2.connect(db)
     try:
         with conn.cursor() as cur:
             cur.execute(sql, params)
@@ -255,7 +240,7 @@ def test_dag_routes_transcription_to_the_gpu_queue_and_the_rest_to_the_default_q
 @pytest.mark.celery
 @pytest.mark.timeout(600)
 def test_transcription_runs_on_the_gpu_worker_and_the_rest_on_the_default_worker(
-    tmp_path: Path, metadata_db: str, broker_db: int, model_dir: Path, jfk: Path
+    tmp_path: Path, metadata_db: str, broker_url: str, model_dir: Path, jfk: Path
 ) -> None:
     started = time.monotonic()
     phases: dict[str, float] = {}
@@ -264,7 +249,7 @@ def test_transcription_runs_on_the_gpu_worker_and_the_rest_on_the_default_worker
         phases[name] = time.monotonic() - started - sum(phases.values())
 
     api_port = free_port()
-    env = celery_env(tmp_path, metadata_db, broker_db, api_port, model_dir)
+    env = celery_env(tmp_path, metadata_db, broker_url, api_port, model_dir)
     airflow, asr = str(BIN / "airflow"), str(BIN / "asr")
     logs = tmp_path / "component-logs"
     logs.mkdir()

@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 import psycopg2
 import yaml
+from sqlalchemy.engine import make_url
 
 from asr_tasks.config import PROJECT_ROOT, Settings, load_settings
 from asr_tasks.engines import model_tag
@@ -261,7 +262,8 @@ def test_image_tags_are_pinned() -> None:
 def test_the_image_has_ffmpeg_the_pinned_requirements_and_a_gpu_variant() -> None:
     dockerfile = DOCKERFILE.read_text(encoding="utf-8")
     assert re.search(r"apt-get install .*\bffmpeg\b", dockerfile)
-    assert re.search(r"pip install .*-r requirements\.txt -c /tmp/constraints\.txt", dockerfile)
+    assert re.search(r"pip install .*-r requirements\.txt -r requirements-transformers\.txt -c /tmp/constraints\.txt",
+                     dockerfile)
     assert "ARG TORCH_VARIANT=cpu" in dockerfile
     example = env_example()
     builds = {resolve(str(s["build"].get("args", {}).get("TORCH_VARIANT", "cpu")), example)
@@ -316,18 +318,19 @@ def test_transcripts_are_written_and_read_under_the_same_model_tag() -> None:
     assert (settings.engine, settings.device, settings.model_dir) == ("transformers", "cuda", "/models/qwen3-asr-0.6b")
 
 
-def test_ledger_database_script_creates_its_role_and_database() -> None:
-    """include/postgres/10-asr-ledger.sh against the local PostgreSQL, with awkward characters in the password."""
+def test_ledger_database_script_creates_its_role_and_database(postgres_server: str) -> None:
+    """include/postgres/10-asr-ledger.sh against the test PostgreSQL, with awkward characters in the password."""
     name = f"asr_ledger_{secrets.token_hex(4)}"
-    env = {"PATH": "/usr/bin:/bin", "PGHOST": "127.0.0.1", "POSTGRES_USER": "postgres", "POSTGRES_DB": "postgres",
-           "ASR_DB_USER": name, "ASR_DB_NAME": name, "ASR_DB_PASSWORD": "it's \"quoted\""}
+    port = str(make_url(postgres_server).port)
+    env = {"PATH": "/usr/bin:/bin", "PGHOST": "127.0.0.1", "PGPORT": port, "POSTGRES_USER": "postgres",
+           "POSTGRES_DB": "postgres", "ASR_DB_USER": name, "ASR_DB_NAME": name, "ASR_DB_PASSWORD": "it's \"quoted\""}
     script = INCLUDE / "postgres" / "10-asr-ledger.sh"
     mount = next(v for v in SERVICES["postgres"]["volumes"] if "10-asr-ledger.sh" in v)
     assert mount.startswith("./include/postgres/10-asr-ledger.sh:/docker-entrypoint-initdb.d/")
     try:
         proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
-        conn = psycopg2.connect(host="127.0.0.1", user="postgres", dbname="postgres")
+        conn = psycopg2.connect(postgres_server)
         try:
             with conn.cursor() as cur:
                 cur.execute("select pg_get_userbyid(datdba) from pg_database where datname = %s", (name,))
@@ -338,7 +341,7 @@ def test_ledger_database_script_creates_its_role_and_database() -> None:
             conn.close()
     finally:
         for sql in (f'drop database if exists "{name}"', f'drop role if exists "{name}"'):
-            subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-c", sql],
+            subprocess.run(["psql", postgres_server, "-c", sql],
                            capture_output=True, timeout=60)
 
 

@@ -1,11 +1,11 @@
-"""Every request the Elasticsearch backend builds, sent by the real client over real HTTP.
+"""The requests the Elasticsearch backend builds, and its answers to faults a real node cannot be made to show.
 
-A loopback HTTP server records each request and answers with the response
-shapes Elasticsearch documents (index template and create-index acknowledgements,
-bulk items, search hits with highlight and sort, composite aggregations, errors
-with root_cause), so the tests see exactly what a cluster would receive: paths,
-query parameters, headers (REST compatibility, authentication), template bodies,
-NDJSON bulk actions, queries, pagination and retries.
+tests/test_index_contract.py runs the backend against a real Elasticsearch 9 node;
+here a loopback HTTP server records each request and answers with the response
+shapes Elasticsearch documents, so the tests can script what a healthy node never
+does on demand (429 and 503 answers, a shard failing one bulk item, pages of
+composite buckets) and see exactly what is sent: REST-compatibility headers, the
+API key, template bodies, NDJSON bulk actions, queries and retries.
 """
 
 from __future__ import annotations
@@ -13,14 +13,12 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime as dt
-import ipaddress
 import json
 import re
 import ssl
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any, Callable, Iterator
 from urllib.parse import parse_qsl, urlsplit
 
@@ -153,9 +151,6 @@ class FakeElasticsearch:
             return 404, {"_index": parts[0], "_id": parts[2], "found": False}
         if parts[-1] == "_search":
             return search_answer([])
-        if parts[-1] == "_delete_by_query":
-            return 200, {"took": 4, "timed_out": False, "total": 0, "deleted": 0, "batches": 0,
-                         "version_conflicts": 0, "noops": 0, "retries": {"bulk": 0, "search": 0}, "failures": []}
         return error(400, "illegal_argument_exception", f"unexpected request {call.method} {call.path}")
 
     def of(self, method: str, path: str) -> list[Call]:
@@ -218,60 +213,6 @@ def test_basic_auth(es_settings: Settings, es: FakeElasticsearch) -> None:
     assert es.calls[0].headers["authorization"] == "Basic " + base64.b64encode(b"auditor:pa:ss").decode()
 
 
-def _certificates(tmp: Path) -> tuple[Path, Path, Path]:
-    """A CA, and a server certificate for 127.0.0.1 signed by it (PEM files)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = dt.datetime.now(dt.timezone.utc)
-    ca_key, server_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "intranet test CA")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-          .serial_number(1).not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                       data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                                       crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
-          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
-          .sign(ca_key, hashes.SHA256()))
-    server = (x509.CertificateBuilder()
-              .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "es.intranet")]))
-              .issuer_name(ca_name).public_key(server_key.public_key()).serial_number(2)
-              .not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=1))
-              .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                             critical=False)
-              .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-              .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-              .sign(ca_key, hashes.SHA256()))
-    paths = tmp / "ca.pem", tmp / "server.pem", tmp / "server.key"
-    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    paths[1].write_bytes(server.public_bytes(serialization.Encoding.PEM))
-    paths[2].write_bytes(server_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                  serialization.NoEncryption()))
-    return paths
-
-
-def test_tls_is_verified_against_the_configured_ca(tmp_path: Path, settings: Settings) -> None:
-    ca, cert, key = _certificates(tmp_path)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    server = FakeElasticsearch(tls=context)
-    try:
-        base = dataclasses.replace(settings, index_backend="elasticsearch", es_url=server.url,
-                                   es_retry_backoff_seconds=0.001, es_max_retries=1)
-        assert open_index(dataclasses.replace(base, es_ca_certs=str(ca))).states() == []
-        assert len(server.calls) == 1
-        with pytest.raises(ElasticsearchIndexError, match="unreachable.*certificate verify failed"):
-            open_index(base).states()  # the system store does not know the intranet CA
-        assert len(server.calls) == 1
-        with pytest.raises(ValueError, match="es_ca_certs .*missing.pem: no such file"):
-            open_index(dataclasses.replace(base, es_ca_certs=str(tmp_path / "missing.pem")))
-    finally:
-        server.close()
-
-
 def test_templates_yearly_indices_and_bulk_actions(index: ElasticsearchIndex, es: FakeElasticsearch) -> None:
     rec = _recording("calls/2016/03/04/c1.wav")
     kid = key_id("recordings", rec.key)
@@ -288,6 +229,7 @@ def test_templates_yearly_indices_and_bulk_actions(index: ElasticsearchIndex, es
         ("PUT", "/asr-recordings-2016"),
         ("GET", f"/asr-recordings-2016/_doc/{kid}"),
         ("PUT", "/_bulk"),
+        ("PUT", "/_bulk"),
     ]
     template = es.calls[0].json()
     assert template == load_template("segments", "asr", "cjk")
@@ -298,10 +240,10 @@ def test_templates_yearly_indices_and_bulk_actions(index: ElasticsearchIndex, es
     assert es.calls[1].json()["template"]["mappings"]["properties"]["state"] == {"type": "keyword"}
     assert es.calls[5].params == {"_source_includes": "segments"}
 
-    bulk = es.calls[-1]
-    assert bulk.params == {"refresh": "wait_for"}
+    bulk = es.calls[-2]
+    assert bulk.params == es.calls[-1].params == {"refresh": "wait_for"}
     assert bulk.headers["content-type"] == COMPAT_NDJSON
-    lines = bulk.ndjson()
+    lines = bulk.ndjson() + es.calls[-1].ndjson()  # the segments, then the recording once they are all in
     assert [next(iter(line)) if len(line) == 1 and "_index" in next(iter(line.values())) else "doc" for line in lines] == [
         "index", "doc", "index", "doc", "delete", "delete", "index", "doc"]
     assert lines[0] == {"index": {"_index": "asr-segments-2016", "_id": f"{kid}-00000"}}
@@ -363,23 +305,11 @@ def test_bulk_retries_overload_and_server_errors_with_back_off(index: Elasticsea
               lambda call: bulk_answer(call, {f"{kid}-00001": (503, "unavailable_shards_exception", "primary shard is not active")}))
     index.replace_recording(_transcript(rec, ["一", "二", "三"]))
     bulks = es.of("PUT", "/_bulk")
-    assert len(bulks) == 3
+    assert len(bulks) == 4  # three tries of the segments, then the recording
     assert bulks[0].body == bulks[1].body  # the rejected request again, whole
     assert bulks[2].ndjson() == [{"index": {"_index": "asr-segments-2026", "_id": f"{kid}-00001"}},
                                  bulks[0].ndjson()[3]]  # then only the document that failed
-
-
-def test_per_document_errors_are_reported(index: ElasticsearchIndex, es: FakeElasticsearch) -> None:
-    rec = _recording("calls/2026/11/27/c4.wav")
-    kid = key_id("recordings", rec.key)
-    es.script("PUT", "/_bulk", lambda call: bulk_answer(call, {
-        f"{kid}-00000": (400, "mapper_parsing_exception", "failed to parse field [start] of type [double]")}))
-    with pytest.raises(ElasticsearchIndexError) as err:
-        index.replace_recording(_transcript(rec, ["一", "二"]))
-    message = str(err.value)
-    assert "recordings/calls/2026/11/27/c4.wav: 1 of 3 documents failed" in message
-    assert f"index asr-segments-2026/{kid}-00000: HTTP 400 mapper_parsing_exception: failed to parse field [start]" in message
-    assert len(es.of("PUT", "/_bulk")) == 1  # a mapping error is not retried
+    assert bulks[3].ndjson()[0] == {"index": {"_index": "asr-recordings-2026", "_id": kid}}
 
 
 def test_errors_that_persist_end_the_retries(index: ElasticsearchIndex, es: FakeElasticsearch) -> None:
@@ -517,21 +447,6 @@ def test_scans_page_with_search_after(index: ElasticsearchIndex, es: FakeElastic
     assert len(index.findings("2026-11-27")) == 1001
     first, second = (c.json() for c in es.calls)
     assert "search_after" not in first and second["search_after"] == [999, "f999"]
-
-
-def test_replace_findings_writes_then_drops_the_rest_of_the_day(index: ElasticsearchIndex,
-                                                                es: FakeElasticsearch) -> None:
-    findings = [{"finding_id": "a1", "recording_id": "r1", "rule_id": "no_disclosure", "start": 1.5}]
-    index.replace_findings("2026-11-27", findings)
-    bulk = es.of("PUT", "/_bulk")[0].ndjson()
-    assert bulk == [{"index": {"_index": "asr-findings-2026", "_id": "a1"}},
-                    {"finding_id": "a1", "call_date": "2026-11-27", "recording_id": "r1", "rule_id": "no_disclosure",
-                     "seq": 0, "finding": findings[0]}]
-    [delete] = es.of("POST", "/asr-findings/_delete_by_query")
-    assert delete.params == {"conflicts": "proceed", "refresh": "true", "ignore_unavailable": "true",
-                             "allow_no_indices": "true"}
-    assert delete.json() == {"query": {"bool": {"filter": [{"term": {"call_date": "2026-11-27"}}],
-                                                "must_not": [{"ids": {"values": ["a1"]}}]}}}
 
 
 def test_bad_settings_are_named(es_settings: Settings) -> None:

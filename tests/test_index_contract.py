@@ -1,4 +1,4 @@
-"""One contract for every TranscriptIndex: SQLite always, Elasticsearch when ES_URL names a cluster.
+"""One contract for every TranscriptIndex: SQLite, and Elasticsearch 9 (a node the tests start, or ES_URL's cluster).
 
 The same questions must get the same answers from both backends: words and
 phrases in Chinese and English, AND/OR/NOT, filters, highlights, pages, counts,
@@ -7,8 +7,6 @@ states, and rewrites that replace instead of duplicating.
 
 from __future__ import annotations
 
-import dataclasses
-import os
 import uuid
 from typing import Iterator
 
@@ -16,9 +14,9 @@ import pytest
 
 from asr_tasks.config import Settings
 from asr_tasks.index import CursorError, Filters, TranscriptIndex, open_index
+from asr_tasks.index.elasticsearch import ElasticsearchIndex, ElasticsearchIndexError
 from asr_tasks.models import NEEDS_REVIEW, QUARANTINED, Quarantine, Recording, Segment, Transcript, recording_id_for
-
-ES_URL = os.environ.get("ES_URL")
+from conftest import EsCluster
 
 ZH_KEY = "calls/2026/11/27/zh_call.wav"
 EN_KEY = "calls/2026/11/28/en_call.mp3"
@@ -55,33 +53,28 @@ def _fill(idx: TranscriptIndex) -> None:
     ]))
 
 
-@pytest.fixture(params=["sqlite", pytest.param("elasticsearch", marks=pytest.mark.elasticsearch)])
-def index(request: pytest.FixtureRequest, settings: Settings) -> Iterator[TranscriptIndex]:
-    if request.param == "sqlite":
-        idx = open_index(settings)
-        _fill(idx)
-        yield idx
-        return
-    if not ES_URL:
-        pytest.skip("ES_URL is not set: no Elasticsearch cluster to run the contract against")
+@pytest.fixture
+def es_index(settings: Settings, es_cluster: EsCluster) -> Iterator[ElasticsearchIndex]:
+    """An empty index with a prefix of its own on the test cluster, deleted afterwards."""
     prefix = f"asrtest-{uuid.uuid4().hex[:10]}"
-    es_settings = dataclasses.replace(
-        settings, index_backend="elasticsearch", es_url=ES_URL, es_index_prefix=prefix,
-        es_api_key=os.environ.get("ES_API_KEY"), es_username=os.environ.get("ES_USERNAME"),
-        es_password=os.environ.get("ES_PASSWORD"), es_ca_certs=os.environ.get("ES_CA_CERTS"),
-        es_analyzer=os.environ.get("ES_ANALYZER", "cjk"), es_refresh="wait_for",
-    )
-    idx = open_index(es_settings)
+    idx = open_index(es_cluster.settings(settings, prefix))
+    assert isinstance(idx, ElasticsearchIndex)
     try:
-        _fill(idx)
         yield idx
     finally:
-        client = idx.client  # type: ignore[attr-defined]
+        client = idx.client
         names = list(client.indices.get(index=f"{prefix}-*", allow_no_indices=True))
         if names:  # by name: clusters refuse wildcard deletes (action.destructive_requires_name)
             client.indices.delete(index=",".join(names))
         for kind in ("segments", "recordings", "findings"):
             client.options(ignore_status=404).indices.delete_index_template(name=f"{prefix}-{kind}")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("elasticsearch", marks=pytest.mark.elasticsearch)])
+def index(request: pytest.FixtureRequest, settings: Settings) -> TranscriptIndex:
+    idx = open_index(settings) if request.param == "sqlite" else request.getfixturevalue("es_index")
+    _fill(idx)
+    return idx
 
 
 def spans(idx: TranscriptIndex, query: str, **filters: str) -> set[tuple[str, float]]:
@@ -240,3 +233,75 @@ def test_transcripts_and_findings_of_a_day(index: TranscriptIndex) -> None:
     index.replace_findings("2026-11-28", first[1:2])
     assert index.findings("2026-11-28") == first[1:2]
     assert index.findings("2026-11-27") == []
+
+
+def test_every_element_of_the_search_syntax_at_once(index: TranscriptIndex) -> None:
+    query = ('+保证收益 -投资 | "guarantee a return" twelve | returns -"last year" | 风险 -(投资 | 大吗)'
+             ' | (稳赚 | 放心) 您')
+    assert spans(index, query) == {(ZH_KEY, 1.0), (EN_KEY, 0.5), (ZH_KEY, 7.5)}
+    assert spans(index, "稳赚不赔 guarantee | 风险") == {(ZH_KEY, 5.0), (OLD_KEY, 3.0)}  # AND binds tighter than OR
+
+
+# -- Elasticsearch only: what has no SQLite counterpart ------------------------------------------------------------
+
+
+@pytest.mark.elasticsearch
+def test_templates_put_yearly_indices_behind_the_aliases(es_index: ElasticsearchIndex, es_cluster: EsCluster) -> None:
+    _fill(es_index)
+    es_index.replace_findings("2026-11-27", [{"finding_id": "f1", "recording_id": "r", "rule_id": "x"}])
+    client, prefix = es_index.client, es_index.prefix
+    for kind, years in (("segments", ["2025", "2026"]), ("recordings", ["2025", "2026"]), ("findings", ["2026"])):
+        [template] = client.indices.get_index_template(name=f"{prefix}-{kind}")["index_templates"]
+        assert template["index_template"]["index_patterns"] == [f"{prefix}-{kind}-*"]
+        aliased = client.indices.get_alias(name=f"{prefix}-{kind}")
+        assert sorted(aliased) == [f"{prefix}-{kind}-{year}" for year in years]
+    mapping = client.indices.get_mapping(index=f"{prefix}-segments-2026")[f"{prefix}-segments-2026"]["mappings"]
+    text = mapping["properties"]["text"]
+    assert text["analyzer"] == es_cluster.analyzer and text["fields"]["en"]["analyzer"] == "asr_english"
+    assert mapping["dynamic"] == "strict"
+
+
+@pytest.mark.elasticsearch
+def test_a_refused_document_fails_the_write_loudly(es_index: ElasticsearchIndex) -> None:
+    _fill(es_index)
+    rec = _recording(ZH_KEY, etag="e2")
+    transcript = _transcript(rec, [("agent", 1.0, 2.0, "第一句"), ("customer", 2.5, 3.0, "第二句")])
+    transcript.segments[1] = Segment(rec.recording_id, 70000, "customer", 2.5, 3.0, "第二句")  # a short: ±32767
+    with pytest.raises(ElasticsearchIndexError) as err:
+        es_index.replace_recording(transcript)
+    message = str(err.value)
+    assert f"recordings/{ZH_KEY}: 1 of 3 documents failed" in message and "HTTP 400" in message
+    assert "[channel]" in message
+    # The recording document still names the version whose segments were all accepted, so a retry rewrites it.
+    [row] = [r for r in es_index.states("2026-11-27")]
+    assert (row["recording_id"], row["segments"]) == (_recording(ZH_KEY).recording_id, 3)
+    assert spans(es_index, "保证", date_to="2025-12-31") == {(OLD_KEY, 3.0)}  # other recordings untouched
+
+
+@pytest.mark.elasticsearch
+def test_wrong_credentials_and_an_unknown_ca_are_refused(settings: Settings, es_cluster: EsCluster) -> None:
+    if es_cluster.username:
+        wrong = open_index(es_cluster.settings(settings, "asrtest-auth", es_password="not-the-password"))
+        with pytest.raises(ElasticsearchIndexError, match="401"):
+            wrong.states()
+    if es_cluster.ca_certs:
+        untrusted = open_index(es_cluster.settings(settings, "asrtest-tls", es_ca_certs=None))
+        with pytest.raises(ElasticsearchIndexError, match="unreachable.*certificate verify failed"):
+            untrusted.states()
+    assert es_cluster.username or es_cluster.ca_certs, "the cluster under test has neither users nor TLS"
+
+
+@pytest.mark.elasticsearch
+def test_a_missing_analysis_module_is_named(settings: Settings, es_cluster: EsCluster) -> None:
+    if not es_cluster.minimal:
+        pytest.skip("ES_URL's cluster has the default distribution's modules")
+    for changes, missing in (({"es_analyzer": "cjk"}, "cjk"), ({"es_english_stemmer": "porter"}, "asciifolding")):
+        prefix = f"asrtest-{uuid.uuid4().hex[:10]}"
+        idx = open_index(es_cluster.settings(settings, prefix, **changes))
+        assert isinstance(idx, ElasticsearchIndex)
+        try:
+            with pytest.raises(ElasticsearchIndexError, match=f"{missing} comes with analysis-common"):
+                _fill(idx)
+        finally:
+            for kind in ("segments", "recordings", "findings"):
+                idx.client.options(ignore_status=404).indices.delete_index_template(name=f"{prefix}-{kind}")

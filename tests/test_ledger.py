@@ -1,4 +1,4 @@
-"""The ledger on SQLite and on PostgreSQL (a throw-away database on the local server), and ``asr status``."""
+"""The ledger on SQLite and on PostgreSQL (a throw-away server started by the tests), and ``asr status``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from asr_tasks.config import PROJECT_ROOT
 from asr_tasks.ledger import Ledger, resolve_url
 from asr_tasks.models import Recording, recording_id_for
 
-POSTGRES = os.environ.get("POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 DAY = "2026-11-27"
 
 
@@ -28,19 +27,16 @@ def rec(name: str, etag: str = "e1", day: str = DAY, bucket: str = "recordings")
 
 
 @pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    """A database of its own on the local PostgreSQL, dropped afterwards."""
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A database of its own on the test server, dropped afterwards."""
     import psycopg2
 
-    try:
-        admin = psycopg2.connect(POSTGRES, connect_timeout=5)
-    except psycopg2.OperationalError as exc:
-        pytest.skip(f"no PostgreSQL at {POSTGRES}: {exc}")
+    admin = psycopg2.connect(postgres_server, connect_timeout=5)
     admin.autocommit = True
     name = f"asr_ledger_{uuid.uuid4().hex[:12]}"
     with admin.cursor() as cur:
         cur.execute(f'CREATE DATABASE "{name}"')
-    yield make_url(POSTGRES).set(database=name).render_as_string(hide_password=False)
+    yield make_url(postgres_server).set(database=name).render_as_string(hide_password=False)
     with admin.cursor() as cur:
         cur.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
     admin.close()

@@ -1,7 +1,7 @@
-"""The object store behind configuration: the local folder and MinIO, the latter against a real S3 server.
+"""The object store behind configuration: the local folder and MinIO, the latter against a real MinIO server.
 
-The S3 server is moto's, started by the tests on a loopback port, or a real MinIO when
-MINIO_ENDPOINT is set. Tests that run against it are marked ``minio``; those
+The MinIO server is built from source and started by the tests on a loopback port
+(tests/services.py), or is the one MINIO_ENDPOINT names. Tests that run against it are marked ``minio``; those
 parametrised over both backends show that switching is configuration only.
 """
 
@@ -22,7 +22,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 import pytest
 import urllib3
@@ -39,7 +39,9 @@ from asr_tasks.storage import (
     open_store,
     recordings_ready,
 )
-from conftest import S3Server, free_port
+import services
+from conftest import S3Server
+from services import free_port
 
 DAY = date(2024, 3, 7)
 PREFIX = "calls/2024/03/07/"
@@ -195,8 +197,7 @@ def test_stat_returns_user_metadata(s3_conf: Settings) -> None:
     assert info is not None and info.size == 3 and dict(info.metadata) == {"agent-id": "A1", "direction": "inbound"}
 
 
-@pytest.mark.minio
-@pytest.mark.slow  # 1,005 uploads; bench/listing.py pages through 100,000 keys
+@pytest.mark.minio  # 1,005 uploads; bench/listing.py pages through 100,000 keys
 def test_listing_pages_through_more_than_a_thousand_keys(s3_conf: Settings) -> None:
     store = open_store(s3_conf)
     bucket = s3_conf.recordings_bucket
@@ -210,18 +211,27 @@ def test_listing_pages_through_more_than_a_thousand_keys(s3_conf: Settings) -> N
 
 @pytest.mark.minio
 def test_transient_errors_are_retried_until_the_server_is_back(
-    moto_server: Callable[..., int], tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    port = free_port()
-    store = MinioStore(MinioConfig(f"127.0.0.1:{port}", "k", "s", secure=False), tmp_path, retries=10,
+    port, key, secret = free_port(), "asr-late", "late-secret-key"
+    store = MinioStore(MinioConfig(f"127.0.0.1:{port}", key, secret, secure=False), tmp_path, retries=10,
                        backoff_seconds=0.2)
-    threading.Timer(1.0, moto_server, args=(port,)).start()  # the server comes up while the client retries
-    with caplog.at_level(logging.WARNING, logger="asr_tasks.storage"):
-        assert list(store.list_keys("late", "calls/")) == []  # a listing waits for the server too
-    assert "list late/calls/: NewConnectionError" in caplog.text and "retry 1 of 10" in caplog.text
-    store.put_bytes("late", "k.wav", b"after all")
-    assert [k.key for k in store.list_keys("late", "")] == ["k.wav"]
-    assert store.get_bytes("late", "k.wav") == b"after all"
+    late: list[services.MinioServer] = []
+
+    def start() -> None:  # the server comes up while the client retries
+        late.append(services.start_minio(port, access_key=key, secret_key=secret))
+
+    threading.Timer(1.0, start).start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="asr_tasks.storage"):
+            assert list(store.list_keys("late", "calls/")) == []  # a listing waits for the server too
+        assert "list late/calls/: NewConnectionError" in caplog.text and "retry 1 of 10" in caplog.text
+        store.put_bytes("late", "k.wav", b"after all")
+        assert [k.key for k in store.list_keys("late", "")] == ["k.wav"]
+        assert store.get_bytes("late", "k.wav") == b"after all"
+    finally:
+        for server in late:
+            server.server.stop()
 
     impatient = MinioStore(MinioConfig(f"127.0.0.1:{free_port()}", "k", "s", secure=False), tmp_path, retries=0)
     with pytest.raises(urllib3.exceptions.HTTPError):
@@ -229,34 +239,23 @@ def test_transient_errors_are_retried_until_the_server_is_back(
 
 
 @pytest.fixture(scope="module")
-def tls_server(moto_server: Callable[..., int], tmp_path_factory: pytest.TempPathFactory) -> tuple[int, Path]:
-    """moto behind TLS with a certificate from a throw-away CA; returns the port and the CA bundle."""
-    folder = tmp_path_factory.mktemp("tls")
-
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
-
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-            "-subj", "/CN=asr test CA")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
-            "-subj", "/CN=127.0.0.1")
-    (folder / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf")
-    port = moto_server(None, "-c", str(folder / "server.pem"), "-k", str(folder / "server.key"))
-    return port, folder / "ca.pem"
+def tls_server() -> Iterator[services.MinioServer]:
+    """A second MinIO, behind TLS with a certificate from a throw-away CA."""
+    server = services.start_minio(tls=True)
+    yield server
+    server.server.stop()
 
 
 @pytest.mark.minio
 def test_tls_with_the_intranet_ca_bundle(
-    tls_server: tuple[int, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tls_server: services.MinioServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    port, ca = tls_server
-    trusted = MinioStore(MinioConfig(f"127.0.0.1:{port}", "k", "s", secure=True, ca_bundle=str(ca)), tmp_path)
+    endpoint, key, secret, ca = tls_server.endpoint, tls_server.access_key, tls_server.secret_key, tls_server.ca_bundle
+    trusted = MinioStore(MinioConfig(endpoint, key, secret, secure=True, ca_bundle=ca), tmp_path)
     trusted.put_bytes("tls", "k.wav", b"over TLS")
     assert trusted.get_bytes("tls", "k.wav") == b"over TLS"
 
-    untrusted = MinioStore(MinioConfig(f"127.0.0.1:{port}", "k", "s", secure=True), tmp_path)
+    untrusted = MinioStore(MinioConfig(endpoint, key, secret, secure=True), tmp_path)
     started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="asr_tasks.storage"):
         with pytest.raises(urllib3.exceptions.SSLError, match="CERTIFICATE_VERIFY_FAILED"):
@@ -264,7 +263,7 @@ def test_tls_with_the_intranet_ca_bundle(
     assert "retry" not in caplog.text and time.monotonic() - started < 5  # not transient: no back-off
 
     with pytest.raises(FileNotFoundError, match="missing-ca.pem"):
-        MinioStore(MinioConfig(f"127.0.0.1:{port}", secure=True, ca_bundle=str(tmp_path / "missing-ca.pem")), tmp_path)
+        MinioStore(MinioConfig(endpoint, secure=True, ca_bundle=str(tmp_path / "missing-ca.pem")), tmp_path)
 
 
 @pytest.mark.minio

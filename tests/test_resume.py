@@ -100,7 +100,7 @@ def long_call(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(params=[pytest.param("local", marks=pytest.mark.slow), pytest.param("minio", marks=pytest.mark.minio)])
 def conf(request: pytest.FixtureRequest, settings: Settings) -> Settings:
-    """The crash on MinIO (moto or MINIO_ENDPOINT) by default; on the local folder with -m slow."""
+    """The crash on MinIO (the test server or MINIO_ENDPOINT) by default; on the local folder with -m slow."""
     fast = dataclasses.replace(settings, beam_size=1, batch_size=1, language="en")
     if request.param == "local":
         return fast

@@ -31,11 +31,17 @@ R = TypeVar("R")
 
 ENGINES = ("ctranslate2", "transformers")
 MODEL_FAMILIES = ("whisper", "qwen3_asr")
+# Not in the embedded default's install (requirements.txt): requirements-transformers.txt brings them.
+TRANSFORMERS_PACKAGES = ("torch", "transformers")
 TRANSFORMERS_GPU_TYPES = ("bfloat16", "float16", "float32")
 
 
 class ModelError(RuntimeError):
     """A model that is missing, incomplete or inconsistent in its configured local folder."""
+
+
+class EngineUnavailable(RuntimeError):
+    """The configured engine's packages are not installed; the message says what to install."""
 
 
 class EngineOutOfMemory(RuntimeError):
@@ -167,8 +173,15 @@ def get_engine(settings: Settings) -> AsrEngine:
 
             engine = CTranslate2Whisper(settings)
         else:
-            from asr_tasks.engines.transformers import load_transformers_engine
-
+            try:
+                from asr_tasks.engines.transformers import load_transformers_engine
+            except ModuleNotFoundError as exc:
+                if exc.name not in TRANSFORMERS_PACKAGES:
+                    raise
+                raise EngineUnavailable(
+                    f"engine transformers needs {' and '.join(TRANSFORMERS_PACKAGES)}, and {exc.name} is not "
+                    "installed: pip install -r requirements-transformers.txt -c constraints.txt"
+                ) from exc
             engine = load_transformers_engine(settings)
         _loaded[key] = engine
     return _loaded[key]

@@ -8,8 +8,11 @@ Layout: yearly indices ``<prefix>-segments-YYYY`` and ``<prefix>-recordings-YYYY
 Documents have deterministic ids derived from bucket and key, not from the ETag:
 a recording's document and its n-th segment keep their ids across versions, so a
 new version overwrites the old one in place and the stale tail (an older version
-with more segments) is deleted by id in the same bulk request. Nothing depends on
-a refresh having happened, and a re-run never duplicates.
+with more segments) is deleted by id in the same bulk request; the recording's own
+document follows in a second request, only when every segment was accepted. Nothing
+depends on a refresh having happened, and a re-run never duplicates. Nothing needs
+the reindex module (``_delete_by_query``) or analysis-common when the analysers are
+``standard`` and ``hunspell`` (see include/elasticsearch/README.md).
 
 Queries come from ``asr_tasks.index.query``: the user's syntax is parsed once
 and rendered as a bool query whose leaves are phrase simple_query_strings over
@@ -36,7 +39,6 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from elastic_transport import ConnectionError as TransportConnectionError
 from elastic_transport import ConnectionTimeout, HttpHeaders, TlsError, Urllib3HttpNode
-from elastic_transport._node import NodeApiResponse
 from elastic_transport.client_utils import DEFAULT, DefaultType
 from elasticsearch import ApiError, BadRequestError, Elasticsearch, NotFoundError, helpers
 
@@ -65,6 +67,18 @@ TEXT_FIELDS = ["text", "text.en"]
 HIGHLIGHT_FIELD = "text.en"
 PAGE = 1000  # documents per request when scanning (states, transcripts, findings)
 _COMPAT = re.compile(r"compatible-with=\d+")
+# The analyser of ``text.en``, by ``es_english_stemmer``: Porter needs the analysis-common module (in every default
+# distribution); hunspell is in the server itself and reads config/hunspell/en_US/ on every node.
+ENGLISH_STEMMERS: dict[str, dict[str, Any]] = {
+    "porter": {"analyzer": {"asr_english": {"type": "custom", "tokenizer": "standard",
+                                            "filter": ["lowercase", "asciifolding", "porter_stem"]}}},
+    "hunspell": {"analyzer": {"asr_english": {"type": "custom", "tokenizer": "standard",
+                                              "filter": ["lowercase", "asr_en_us"]}},
+                 "filter": {"asr_en_us": {"type": "hunspell", "locale": "en_US", "dedup": True}}},
+}
+# What a cluster lacks when it refuses an analyser or filter by name, and where it comes from.
+MODULE_OF = {"cjk": "analysis-common", "porter_stem": "analysis-common", "asciifolding": "analysis-common",
+             "smartcn": "the analysis-smartcn plugin", "ik_max_word": "the IK plugin"}
 
 T = TypeVar("T")
 
@@ -83,7 +97,7 @@ class Compat8Node(Urllib3HttpNode):
         body: bytes | None = None,
         headers: HttpHeaders | None = None,
         request_timeout: DefaultType | float | None = DEFAULT,
-    ) -> NodeApiResponse:
+    ) -> Any:  # the node's response type, which elastic_transport does not export
         if headers is not None:
             headers = headers.copy()
             for name in ("accept", "content-type"):
@@ -98,8 +112,8 @@ def key_id(bucket: str, key: str) -> str:
     return hashlib.sha256(f"{bucket}\x00{key}".encode()).hexdigest()[:24]
 
 
-def load_template(kind: str, prefix: str, analyzer: str) -> dict[str, Any]:
-    """An index template from include/elasticsearch/, with the configured prefix and Chinese analyser."""
+def load_template(kind: str, prefix: str, analyzer: str, english_stemmer: str = "porter") -> dict[str, Any]:
+    """An index template from include/elasticsearch/, with the configured prefix and analysers."""
     path = TEMPLATE_DIR / f"{kind}.json"
     try:
         template = json.loads(path.read_text(encoding="utf-8"))
@@ -109,6 +123,9 @@ def load_template(kind: str, prefix: str, analyzer: str) -> dict[str, Any]:
     template["template"]["aliases"] = {f"{prefix}-{kind}": {}}
     if kind == "segments":
         template["template"]["mappings"]["properties"]["text"]["analyzer"] = analyzer
+        if english_stemmer not in ENGLISH_STEMMERS:
+            raise ValueError(f"es_english_stemmer must be one of {', '.join(ENGLISH_STEMMERS)}, not {english_stemmer!r}")
+        template["template"]["settings"]["analysis"] = ENGLISH_STEMMERS[english_stemmer]
     return template
 
 
@@ -128,6 +145,7 @@ class ElasticsearchIndex(TranscriptIndex):
         client: Elasticsearch,
         prefix: str = "asr",
         analyzer: str = "cjk",
+        english_stemmer: str = "porter",
         refresh: str = "wait_for",
         max_retries: int = 5,
         retry_backoff: float = 1.0,
@@ -138,7 +156,10 @@ class ElasticsearchIndex(TranscriptIndex):
             raise ValueError(f"es_index_prefix {prefix!r}: lowercase letters, digits, '_', '-', '.' only")
         self.client = client
         self.prefix = prefix
+        if english_stemmer not in ENGLISH_STEMMERS:
+            raise ValueError(f"es_english_stemmer must be one of {', '.join(ENGLISH_STEMMERS)}, not {english_stemmer!r}")
         self.analyzer = analyzer
+        self.english_stemmer = english_stemmer
         self.refresh = refresh
         self.max_retries = max_retries
         self.retry_backoff = retry_backoff
@@ -151,6 +172,7 @@ class ElasticsearchIndex(TranscriptIndex):
             connect(settings),
             prefix=settings.es_index_prefix,
             analyzer=settings.es_analyzer,
+            english_stemmer=settings.es_english_stemmer,
             refresh=settings.es_refresh,
             max_retries=settings.es_max_retries,
             retry_backoff=settings.es_retry_backoff_seconds,
@@ -173,7 +195,7 @@ class ElasticsearchIndex(TranscriptIndex):
                 return fn()
             except ApiError as exc:
                 if exc.status_code not in statuses or attempt == self.max_retries:
-                    raise ElasticsearchIndexError(f"Elasticsearch: {exc}") from exc
+                    raise ElasticsearchIndexError(f"Elasticsearch: {exc}{_missing_module(exc)}") from exc
                 reason = f"HTTP {exc.status_code}"
             except (TransportConnectionError, ConnectionTimeout) as exc:
                 if isinstance(exc, TlsError) or attempt == self.max_retries:  # a certificate does not heal
@@ -190,17 +212,24 @@ class ElasticsearchIndex(TranscriptIndex):
         ))
         return dict(response.body)
 
-    def _scan(self, kind: str, query: dict[str, Any], sort: list[Any]) -> Iterator[dict[str, Any]]:
-        """Every matching document's source, in ``sort`` order, a page at a time via search_after."""
+    def _scan_hits(self, kind: str, query: dict[str, Any], sort: list[Any],
+                   source: bool = True) -> Iterator[dict[str, Any]]:
+        """Every matching hit, in ``sort`` order, a page at a time via search_after."""
         after: list[Any] | None = None
         while True:
-            extra = {"search_after": after} if after is not None else {}
+            extra: dict[str, Any] = {"search_after": after} if after is not None else {}
+            if not source:
+                extra["source"] = False
             hits = self._search(kind, query=query, sort=sort, size=PAGE, track_total_hits=False, **extra)["hits"]["hits"]
-            for hit in hits:
-                yield hit["_source"]
+            yield from hits
             if len(hits) < PAGE:
                 return
             after = hits[-1]["sort"]
+
+    def _scan(self, kind: str, query: dict[str, Any], sort: list[Any]) -> Iterator[dict[str, Any]]:
+        """Every matching document's source, in ``sort`` order."""
+        for hit in self._scan_hits(kind, query, sort):
+            yield hit["_source"]
 
     # set-up
 
@@ -208,7 +237,7 @@ class ElasticsearchIndex(TranscriptIndex):
         """The yearly index for the date, created (from the template, with its alias) when missing."""
         if not self._templates_ready:
             for name in KINDS:
-                template = load_template(name, self.prefix, self.analyzer)
+                template = load_template(name, self.prefix, self.analyzer, self.english_stemmer)
                 self._call(lambda: self.client.indices.put_index_template(name=self.alias(name), **template))
             self._templates_ready = True
         index = self.index_name(kind, call_date)
@@ -276,8 +305,11 @@ class ElasticsearchIndex(TranscriptIndex):
         ]
         actions += [{"_op_type": "delete", "_index": seg_index, "_id": f"{rid}-{seq:05d}"}
                     for seq in range(len(segments), old_count)]
-        actions.append({"_op_type": "index", "_index": rec_index, "_id": rid, "_source": doc})
-        self._bulk(actions, f"{rec.bucket}/{rec.key}")
+        if actions:
+            self._bulk(actions, f"{rec.bucket}/{rec.key}")
+        # Only once every segment is in: a refused segment raises above, and the recording document does not
+        # claim a version whose text is incomplete.
+        self._bulk([{"_op_type": "index", "_index": rec_index, "_id": rid, "_source": doc}], f"{rec.bucket}/{rec.key}")
 
     def replace_recording(self, transcript: Transcript) -> int:
         """Index one recording's segments, replacing whatever was indexed for its key before."""
@@ -467,18 +499,31 @@ class ElasticsearchIndex(TranscriptIndex):
                          "rule_id": f["rule_id"], "seq": seq, "finding": f}}
             for seq, f in enumerate(findings)
         ]
-        if actions:
-            self._bulk(actions, f"findings of {call_date}")
         stale = {"bool": {"filter": [{"term": {"call_date": call_date}}],
                           "must_not": [{"ids": {"values": [f["finding_id"] for f in findings]}}]}}
-        self._call(lambda: self.client.delete_by_query(
-            index=self.alias("findings"), query=stale, conflicts="proceed", refresh=True,
-            ignore_unavailable=True, allow_no_indices=True,
-        ))
+        # By id rather than _delete_by_query, which needs the reindex module; the refresh makes every earlier
+        # finding visible to the scan, whatever es_refresh they were written with.
+        self._call(lambda: self.client.indices.refresh(index=self.alias("findings"), ignore_unavailable=True,
+                                                       allow_no_indices=True))
+        actions += [{"_op_type": "delete", "_index": hit["_index"], "_id": hit["_id"]}
+                    for hit in self._scan_hits("findings", stale, [{"finding_id": "asc"}], source=False)]
+        if actions:
+            self._bulk(actions, f"findings of {call_date}")
 
     def findings(self, call_date: str) -> list[dict[str, Any]]:
         return [src["finding"] for src in self._scan("findings", {"term": {"call_date": call_date}},
                                                      [{"seq": "asc"}, {"finding_id": "asc"}])]
+
+
+def _missing_module(exc: ApiError) -> str:
+    """A hint naming the module or plugin behind an analyser or filter the cluster does not know."""
+    match = re.search(r"analyzer \[(\w+)\] has not been configured|failed to find [\w ]*?\[(\w+)\]",
+                      json.dumps(exc.body, ensure_ascii=False) if isinstance(exc.body, dict) else str(exc.body))
+    name = match and (match.group(1) or match.group(2))
+    if not name or name not in MODULE_OF:
+        return ""
+    return (f" ({name} comes with {MODULE_OF[name]}, which this cluster lacks; a cluster without analysis-common "
+            "can use es_analyzer: standard and es_english_stemmer: hunspell)")
 
 
 def _row(src: dict[str, Any]) -> dict[str, Any]:
