@@ -64,30 +64,46 @@ def cmd_demo_corpus(args: argparse.Namespace) -> int:
 
 
 def cmd_transcribe(args: argparse.Namespace) -> int:
+    """A spot check: the files of one invocation are transcribed together, packed like a shard's recordings."""
     from asr_tasks.audio import InvalidAudio, read_pcm
     from asr_tasks.engines import get_engine
-    from asr_tasks.pipeline import build_transcript, preprocess_local
+    from asr_tasks.pipeline import build_transcript, preprocess_local, speech_groups, transcribe_group
     from asr_tasks.storage import recording_for_file
 
     settings = get_settings()
     engine = get_engine(settings)
-    results, failed = [], 0
-    for name in args.files:
-        path = Path(name)
-        try:
-            if not path.is_file():
-                raise InvalidAudio("no such file")
-            rec = recording_for_file(path)
-            with tempfile.TemporaryDirectory() as work:
-                pre, pcm_paths = preprocess_local(rec, path, Path(work), settings)
-                items = [(chunk, read_pcm(pcm_paths[chunk.channel], settings.sample_rate, chunk.start, chunk.end))
-                         for chunk in pre.chunks]
-                segments = [seg for chunk_segments in engine.transcribe_batch(items) for seg in chunk_segments]
-            transcript = build_transcript(pre, segments, engine.model_name)
-        except InvalidAudio as exc:
-            print(f"{name}: {exc}", file=sys.stderr)
-            failed += 1
-            continue
+    failed = 0
+    names: list[str] = []
+    with tempfile.TemporaryDirectory() as work:
+        pres, pcm = [], {}
+        for n, name in enumerate(args.files):
+            path = Path(name)
+            try:
+                if not path.is_file():
+                    raise InvalidAudio("no such file")
+                rec = recording_for_file(path)
+                (Path(work) / str(n)).mkdir()
+                pre, pcm_paths = preprocess_local(rec, path, Path(work) / str(n), settings)
+            except InvalidAudio as exc:
+                print(f"{name}: {exc}", file=sys.stderr)
+                failed += 1
+                continue
+            pres.append(pre)
+            names.append(name)
+            pcm[id(pre)] = pcm_paths
+        transcripts = []
+        for group in speech_groups(pres, engine.work_seconds):
+            items = [(chunk, read_pcm(pcm[id(pre)][chunk.channel], settings.sample_rate, chunk.start, chunk.end))
+                     for pre in group for chunk in pre.chunks]
+            owners = [n for n, pre in enumerate(group) for _ in pre.chunks]
+            for pre, segments in zip(group, transcribe_group(engine, items, owners, len(group))):
+                transcripts.append(build_transcript(pre, segments, engine.model_name, settings, gate=False))
+    if args.gate:
+        from asr_tasks import quality
+
+        transcripts = quality.gate(transcripts, settings)  # one validation run for all the files
+    results = []
+    for name, transcript in zip(names, transcripts):
         segs = [{"speaker": s.speaker, "channel": s.channel, "start": s.start, "end": s.end, "text": s.text}
                 for s in transcript.segments]
         results.append({"file": name, "duration": transcript.duration, "language": transcript.language,
@@ -259,6 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("transcribe", help="run the pipeline on local files, without Airflow or the index")
     p.add_argument("files", nargs="+")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--gate", action="store_true", help="run the quality gate (Great Expectations) over the files")
     p.set_defaults(func=cmd_transcribe)
 
     p = sub.add_parser("pools", help="the Airflow pools from the settings (gpu: gpu_count x streams_per_gpu slots)")

@@ -96,6 +96,8 @@ class Settings:
     pack_windows: bool = True
     pack_gap_seconds: float = 1.0
     max_tokens_per_second: float = 10.0
+    # per language (its code) where it differs from max_tokens_per_second (bench/token_rates.py measures them)
+    language_tokens_per_second: dict[str, str] = field(default_factory=lambda: {"zh": "12", "yue": "12"})
     # GPUs: the pool has gpu_count x streams_per_gpu slots; a task locks one (GPU, stream) under device_lock_dir
     gpu_count: int = 1
     streams_per_gpu: int = 1

@@ -23,7 +23,7 @@ import numpy as np
 from asr_tasks import PIPELINE_VERSION, quality
 from asr_tasks.audio import InvalidAudio, decode, pcm_duration, probe, read_pcm
 from asr_tasks.config import Settings, get_settings
-from asr_tasks.engines import get_engine, model_tag
+from asr_tasks.engines import AsrEngine, get_engine, model_tag
 from asr_tasks.index import TranscriptIndex
 from asr_tasks.ledger import PREPROCESSED, TRANSCRIBED, open_ledger
 from asr_tasks.models import (
@@ -88,6 +88,7 @@ def preprocess_local(rec: Recording, source: Path, work: Path, settings: Setting
         speaker = settings.speaker_for_channel(ch) if ch >= 0 else settings.mono_speaker
         pcm_key = f"{artefact_prefix(rec)}/{path.name}"
         probs = vad.probabilities(path)
+        duration = round(pcm_duration(path, settings.sample_rate), 3)
         regions = speech_regions(
             probs,
             settings.sample_rate,
@@ -95,13 +96,14 @@ def preprocess_local(rec: Recording, source: Path, work: Path, settings: Setting
             min_silence_ms=settings.vad_min_silence_ms,
             speech_pad_ms=settings.vad_speech_pad_ms,
             levels=frame_levels(path),
+            duration=duration,
         )
         speech += sum(r.end - r.start for r in regions)
         pieces = cut_chunks(regions, probs, settings.sample_rate, settings.chunk_max_seconds,
                             settings.chunk_overlap_seconds)
         for piece in pieces:
             chunks.append(AudioChunk(rec.recording_id, channel, speaker, pcm_key, piece.start, piece.end))
-        channels.append(ChannelAudio(channel, speaker, pcm_key, round(pcm_duration(path, settings.sample_rate), 3)))
+        channels.append(ChannelAudio(channel, speaker, pcm_key, duration))
         pcm_paths[channel] = path
     chunks.sort(key=lambda c: (c.start, c.channel))
     pre = Preprocessed(
@@ -202,6 +204,29 @@ def load_chunks(pres: list[Preprocessed], store: ObjectStore,
     return items, owners
 
 
+def speech_groups(pres: list[Preprocessed], seconds: float) -> list[list[Preprocessed]]:
+    """Consecutive groups of about ``seconds`` of speech, each for one batched engine call.
+
+    Short calls only fill the model's batches and Whisper's 30 s windows when they
+    travel together; a bounded group keeps the audio in memory bounded.
+    """
+    groups: list[list[Preprocessed]] = [[]]
+    for pre in pres:
+        if groups[-1] and sum(p.speech_seconds for p in groups[-1]) >= seconds:
+            groups.append([])
+        groups[-1].append(pre)
+    return groups
+
+
+def transcribe_group(engine: AsrEngine, items: list[tuple[AudioChunk, np.ndarray]], owners: list[int],
+                     recordings: int) -> list[list[Segment]]:
+    """All chunks of a group in one engine call; each recording's segments, in the group's order."""
+    per_recording: list[list[Segment]] = [[] for _ in range(recordings)]
+    for owner, segments in zip(owners, engine.transcribe_batch(items)):
+        per_recording[owner].extend(segments)
+    return per_recording
+
+
 def build_transcript(
     pre: Preprocessed, segments: list[Segment], model: str, settings: Settings | None = None, gate: bool = True
 ) -> Transcript:
@@ -243,8 +268,7 @@ def transcribe_shard(prefixes: list[str], store: ObjectStore, settings: Settings
     """Transcribe every recording of a shard with one loaded model; returns recordings and speech seconds done.
 
     Recordings go to the engine in groups of about ``engine.work_seconds`` of
-    speech, all chunks of a group in one batched call (short calls only fill the
-    model's batches and Whisper's 30 s windows when they travel together). The
+    speech (``speech_groups``), all chunks of a group in one batched call. The
     next group's audio is read while the engine works on the current one, and
     each group's transcripts are written before the next group starts, so a crash
     costs one group and a retry skips what was written.
@@ -261,11 +285,7 @@ def transcribe_shard(prefixes: list[str], store: ObjectStore, settings: Settings
     if not todo:
         return done
     engine = get_engine(settings)
-    groups: list[list[Preprocessed]] = [[]]
-    for pre in todo:
-        if groups[-1] and sum(p.speech_seconds for p in groups[-1]) >= engine.work_seconds:
-            groups.append([])
-        groups[-1].append(pre)
+    groups = speech_groups(todo, engine.work_seconds)
     with ThreadPoolExecutor(max_workers=1) as reader:
         loading = reader.submit(load_chunks, groups[0], store, settings)
         for n, group in enumerate(groups):
@@ -273,9 +293,7 @@ def transcribe_shard(prefixes: list[str], store: ObjectStore, settings: Settings
             if n + 1 < len(groups):
                 loading = reader.submit(load_chunks, groups[n + 1], store, settings)
             started = time.monotonic()
-            per_recording: list[list[Segment]] = [[] for _ in group]
-            for owner, segments in zip(owners, engine.transcribe_batch(items)):
-                per_recording[owner].extend(segments)
+            per_recording = transcribe_group(engine, items, owners, len(group))
             elapsed = time.monotonic() - started
             speech = sum(pre.speech_seconds for pre in group)
             for pre, segments in zip(group, per_recording):

@@ -96,6 +96,7 @@ def speech_regions(
     speech_pad_ms: int = 200,
     min_speech_ms: int = 150,
     levels: np.ndarray | None = None,
+    duration: float | None = None,
 ) -> list[SpeechRegion]:
     """Hysteresis over frame probabilities: enter at ``threshold``, leave after a real pause.
 
@@ -103,7 +104,9 @@ def speech_regions(
     region late, by up to 0.4 s. Given the frames' ``levels`` (``frame_levels``), each
     region's edges move out over the sound next to them (frames ``ONSET_DB`` above the
     noise floor, at most ``WIDEN_MS``, across quiet gaps shorter than ``WIDEN_GAP_MS``),
-    so a chunk does not clip the word the network missed.
+    so a chunk does not clip the word the network missed. ``duration`` (the audio's
+    seconds) keeps the padding of the last region inside the audio, which the last,
+    partly filled frame would overshoot.
     """
     frame_s = WINDOW / sample_rate
     neg_threshold = max(threshold - 0.15, 0.01)
@@ -131,7 +134,7 @@ def speech_regions(
         loud = levels >= floor + ONSET_DB
         reach, gap = int(WIDEN_MS / 1000 / frame_s), max(1, int(WIDEN_GAP_MS / 1000 / frame_s))
         regions = [_widen(a, b, loud, reach, gap) for a, b in regions]
-    total = len(probs) * frame_s
+    total = len(probs) * frame_s if duration is None else min(duration, len(probs) * frame_s)
     pad = speech_pad_ms / 1000
     padded: list[SpeechRegion] = []
     for a, b in regions:

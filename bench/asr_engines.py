@@ -28,8 +28,7 @@ from synthetic import Call, Naive, print_report, synthesise, timed, wer
 
 from asr_tasks.config import Settings, get_settings
 from asr_tasks.engines import get_engine
-from asr_tasks.models import Segment
-from asr_tasks.pipeline import preprocess_local
+from asr_tasks.pipeline import preprocess_local, transcribe_group
 from asr_tasks.postprocess import stitch
 from asr_tasks.storage import recording_for_file
 
@@ -46,9 +45,7 @@ def engine_path(calls: list[Call], settings: Settings, work: Path) -> tuple[list
             items.append((chunk, read_pcm(pcm[chunk.channel], settings.sample_rate, chunk.start, chunk.end)))
             owners.append(n)
     preprocess_s = time.perf_counter() - started
-    per_call: list[list[Segment]] = [[] for _ in calls]
-    for n, segments in zip(owners, engine.transcribe_batch(items)):
-        per_call[n].extend(segments)
+    per_call = transcribe_group(engine, items, owners, len(calls))
     return [" ".join(s.text for s in stitch(segments)) for segments in per_call], preprocess_s
 
 
@@ -70,6 +67,7 @@ def main() -> None:
 
         naive, naive_load = timed(Naive, base)
         engine, engine_load = timed(get_engine, base)
+        warm_up = dataclasses.replace(engine.packing_stats)  # type: ignore[attr-defined]
         naive_texts: dict[int, str] = {}
         engine_texts: dict[int, str] = {}
         rows = []
@@ -89,6 +87,7 @@ def main() -> None:
                          "naive_wall_s": round(seconds["naive"], 2), "engine_wall_s": round(seconds["engine"], 2),
                          "engine_preprocess_wall_s": round(seconds["preprocess"], 2),
                          "ratio": round(seconds["naive"] / seconds["engine"], 3)})
+        packing = engine.packing_stats.since(warm_up)  # type: ignore[attr-defined]
 
         sweep = []
         for size in [int(s) for s in args.batch_sizes.split(",") if s]:
@@ -116,6 +115,7 @@ def main() -> None:
         "batched_over_naive_total": round(naive_wall / engine_wall, 3),
         "wer_naive": round(wer(calls, [naive_texts[i] for i in range(len(calls))]), 4),
         "wer_batched": round(wer(calls, [engine_texts[i] for i in range(len(calls))]), 4),
+        "packing": packing.as_dict(),
         "blocks": rows,
         "batch_size_sweep": sweep,
     }

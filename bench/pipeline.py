@@ -166,6 +166,14 @@ def engine_alone(manifests: list[Any]) -> tuple[float, int]:
     return wall, len(items)
 
 
+def packing_stats() -> dict[str, float]:
+    """What packing did in the DAG's transcription tasks (they ran in this process): the fallbacks among them."""
+    from asr_tasks.config import get_settings
+    from asr_tasks.engines import get_engine
+
+    return get_engine(get_settings()).packing_stats.as_dict()  # type: ignore[attr-defined]
+
+
 def per_task(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     tasks: dict[str, dict[str, Any]] = defaultdict(lambda: {"instances": 0, "seconds": 0.0, "peak_rss_mib": 0.0})
     for row in rows:
@@ -195,6 +203,7 @@ def main() -> None:
         meter = TaskMeter()
         pipeline_wall = run_dag(meter)
         texts, manifests = transcript_texts(by_key)
+        packing = packing_stats()
         engine_wall, chunks = engine_alone(manifests)
 
         from asr_tasks.config import get_settings
@@ -219,6 +228,7 @@ def main() -> None:
         "pipeline": {"wall_s": round(pipeline_wall, 1), "audio_s_per_wall_s": round(pipeline_rate, 3),
                      "task_instances": len(meter.rows), "tasks": tasks,
                      "outside_tasks_s": round(pipeline_wall - sum(r["seconds"] for r in meter.rows), 1)},
+        "packing_in_the_dag": packing,
         "engine_alone": {"wall_s": round(engine_wall, 1), "audio_s_per_wall_s": round(engine_rate, 3)},
         "naive": {"files": len(sample), "audio_s": round(sample_audio, 1), "wall_s": round(naive_wall, 1),
                   "audio_s_per_wall_s": round(naive_rate, 3), "model_load_s": round(naive_load, 2)},

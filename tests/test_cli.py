@@ -40,6 +40,21 @@ def test_transcribe_reports_bad_files_and_goes_on(tmp_path: Path, jfk: Path, mod
     text = " ".join(s["text"] for s in result["segments"]).lower()
     assert "ask not what your country can do for you" in text
     assert all({"speaker", "start", "end", "text"} <= set(s) for s in result["segments"])
+    assert result["quality"] is None  # the gate runs only when asked for
+
+
+def test_transcribe_packs_the_files_together_and_gates_them_when_asked(tmp_path: Path, jfk: Path,
+                                                                        model_dir: Path) -> None:
+    copy = tmp_path / "again.flac"
+    copy.write_bytes(jfk.read_bytes())
+    proc = asr("transcribe", str(jfk), str(copy), "--json", "--gate", env={"ASR_MODEL_DIR": str(model_dir)})
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout)
+    assert [r["file"] for r in results] == [str(jfk), str(copy)]  # in the order given
+    assert [r["quality"] for r in results] == ["pass", "pass"]
+    texts = [" ".join(s["text"] for s in r["segments"]).lower() for r in results]
+    assert all("ask not what your country can do for you" in t for t in texts)
+    assert all(0 <= s["start"] < s["end"] <= 11.1 for r in results for s in r["segments"])  # each on its own clock
 
 
 def test_missing_model_is_a_clear_error(tmp_path: Path, jfk: Path) -> None:

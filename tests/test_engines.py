@@ -27,12 +27,16 @@ from asr_tasks.config import Settings
 from asr_tasks.engines import EngineOutOfMemory, ModelError, get_engine, is_out_of_memory, run_with_backoff
 from asr_tasks.engines.devices import DeviceBusy, acquire_device, pool_slots, pool_spec
 from asr_tasks.engines.packing import (
+    Decoded,
+    PackingStats,
     Slot,
     Window,
+    WindowedWhisper,
     Word,
     assign_words,
     pack,
     tighten,
+    token_budget,
     window_audio,
     words_to_segments,
 )
@@ -202,6 +206,56 @@ def test_a_pause_before_a_new_sentence_ends_a_segment_and_stretched_words_are_cu
     segments = words_to_segments(chunk, Slot(0, 0.0, 20.0), tight, "en", 0.1)
     assert [(s.text, s.start, s.end) for s in segments] == [
         ("Hello this is Ann", 20.5, 21.6), ("How are you?", 28.6, 30.3), ("Bye now.", 32.0, 34.9), ("4111", 38.0, 40.0)]
+
+
+class ScriptedWhisper(WindowedWhisper):
+    """The packing logic with a decoder that says what it is told: per window layout, the words it hears."""
+
+    multilingual = False
+    device = "cpu"
+    batch_size = 8
+    model_name = "scripted"
+
+    def __init__(self, settings: Settings, hears: Any) -> None:
+        self.settings = settings
+        self.packing_stats = PackingStats()
+        self.hears = hears
+        self.windows: list[list[int]] = []
+
+    def _detect_batch(self, audios: list[np.ndarray]) -> list[str]:
+        return ["en"] * len(audios)
+
+    def _decode_batch(self, windows: list[Window], audios: Any, language: str) -> list[Decoded]:
+        self.windows += [[slot.item for slot in w.slots] for w in windows]
+        return [Decoded(self.hears(w), 0.1, False) for w in windows]
+
+
+def test_a_chunk_left_empty_by_its_shared_window_is_decoded_again_alone(settings: Settings) -> None:
+    """Whisper often skips a short utterance after a pause in a packed window: it gets a window of its own."""
+    items = noise_items([12.0, 1.6, 3.7, 1.8], recordings=4)
+
+    def hears(window: Window) -> list[Word]:  # speaks only for the first slot when a window is shared
+        return [Word(f" said{slot.item}.", slot.offset + 0.1, slot.offset + 0.5, 0.9)
+                for slot in window.slots[: 1 if len(window.slots) > 1 else None]]
+
+    engine = ScriptedWhisper(dataclasses.replace(settings, language="en"), hears)
+    out = engine.transcribe_batch(items)
+    assert [[s.text for s in segs] for segs in out] == [["said0."], ["said1."], ["said2."], ["said3."]]
+    assert engine.windows[0] == [0, 2, 3, 1] and sorted(engine.windows[1:]) == [[1], [2], [3]]
+    assert engine.packing_stats.as_dict() == {"chunks": 4, "windows": 1, "shared": 4, "degenerate_redone": 0,
+                                              "empty_redone": 3, "empty_after_redo": 0, "fallback_rate": 0.75}
+
+    silent = ScriptedWhisper(dataclasses.replace(settings, language="en"), lambda w: [])
+    assert silent.transcribe_batch(items) == [[], [], [], []]  # only decoded alone may a chunk end empty
+    assert (silent.packing_stats.empty_redone, silent.packing_stats.empty_after_redo) == (4, 4)
+    assert len(silent.windows) == 5
+
+
+def test_token_budgets_follow_the_language(settings: Settings) -> None:
+    conf = dataclasses.replace(settings, max_tokens_per_second=10.0, language_tokens_per_second={"zh": "16"})
+    assert token_budget(conf, 10.0, "en") == 108 and token_budget(conf, 10.0, "zh") == 168
+    assert token_budget(conf, 10.0, None) == 168  # not known yet: the most any language gets
+    assert token_budget(conf, 10.0, "de") == 108
 
 
 # -- OOM back-off ------------------------------------------------------------------------------------------------

@@ -153,7 +153,8 @@ def _engine_key(settings: Settings) -> tuple[object, ...]:
     return (settings.engine, settings.model_family, settings.path("model_dir"), settings.device,
             compute_type(settings), settings.cpu_threads, settings.language, settings.beam_size,
             settings.batch_size, settings.pack_windows, settings.pack_gap_seconds,
-            settings.max_tokens_per_second, settings.gpu_count, settings.streams_per_gpu,
+            settings.max_tokens_per_second, tuple(sorted(settings.language_tokens_per_second.items())),
+            settings.gpu_count, settings.streams_per_gpu,
             settings.path("device_lock_dir"))
 
 

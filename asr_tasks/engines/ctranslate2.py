@@ -23,6 +23,7 @@ from asr_tasks.engines.packing import (
     SAMPLE_RATE,
     WINDOW_SECONDS,
     Decoded,
+    PackingStats,
     Window,
     WindowedWhisper,
     Word,
@@ -97,6 +98,7 @@ class CTranslate2Whisper(WindowedWhisper):
                     raise
                 raise ModelError(f"model folder {model_dir}: model.bin could not be loaded: {exc}") from exc
             self.multilingual = bool(self.model.model.is_multilingual)
+            self.packing_stats = PackingStats()
             self._warm_up()
         except BaseException:
             self.lease.release()
@@ -122,7 +124,8 @@ class CTranslate2Whisper(WindowedWhisper):
 
         tokenizer = Tokenizer(self.model.hf_tokenizer, self.multilingual, task="transcribe", language=language)
         prompt = self.model.get_prompt(tokenizer, [], without_timestamps=True, hotwords=self.hotwords)
-        budgets = [min(MAX_TOKENS - len(prompt), self.max_new_tokens(w.speech_seconds)) for w in windows]
+        budgets = [min(MAX_TOKENS - len(prompt), self.max_new_tokens(w.speech_seconds, language))
+                   for w in windows]
         features = np.stack([self._features(window_audio(w, audios, SAMPLE_RATE)) for w in windows])
         encoder_output = self.model.encode(features)
         results = self.model.model.generate(

@@ -6,10 +6,17 @@ after another in a window with a short silence between them; the decoder reads
 the window as one utterance, word timings from cross-attention alignment put each
 word back into the chunk it was said in, and no word can land in a recording it
 did not come from: every word belongs to exactly one slot of its window.
+
+Every chunk must come out with words: a chunk that got none from its shared
+window (Whisper skips a short utterance after a gap, or runs out of budget) is
+decoded again alone, and only then may it end empty. ``PackingStats`` counts how
+often that happens.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import math
 import re
 import zlib
@@ -22,6 +29,8 @@ import numpy as np
 from asr_tasks.config import Settings
 from asr_tasks.engines import AsrEngine, run_with_backoff
 from asr_tasks.models import AudioChunk, Segment
+
+log = logging.getLogger(__name__)
 
 SAMPLE_RATE = 16000
 WINDOW_SECONDS = 30.0
@@ -49,6 +58,44 @@ class Slot:
     @property
     def end(self) -> float:
         return self.offset + self.duration
+
+
+def tokens_per_second(settings: Settings, language: str | None) -> float:
+    """The decoding budget's rate for a language; for an unknown one, the most any configured language gets."""
+    rates = {k: float(v) for k, v in settings.language_tokens_per_second.items()}
+    if language is None:
+        return max([settings.max_tokens_per_second, *rates.values()])
+    return rates.get(language, settings.max_tokens_per_second)
+
+
+def token_budget(settings: Settings, speech_seconds: float, language: str | None) -> int:
+    """Tokens that speech of this length may take: enough for fast speech, short for a repetition loop."""
+    return math.ceil(tokens_per_second(settings, language) * speech_seconds) + TOKEN_MARGIN
+
+
+@dataclass
+class PackingStats:
+    """What packing did over an engine's life: the fallbacks are the price of keeping every chunk's words."""
+
+    chunks: int = 0  # chunks transcribed
+    windows: int = 0  # windows of the first pass
+    shared: int = 0  # chunks that shared their first window with others
+    degenerate_redone: int = 0  # decoded again alone: their shared window looked like a loop or ran out of tokens
+    empty_redone: int = 0  # decoded again alone: no words from their shared window
+    empty_after_redo: int = 0  # of those, still without words when decoded alone
+
+    @property
+    def fallback_rate(self) -> float:
+        """Shared chunks that had to be decoded again alone, of all shared chunks."""
+        return (self.degenerate_redone + self.empty_redone) / self.shared if self.shared else 0.0
+
+    def since(self, earlier: PackingStats) -> PackingStats:
+        """What happened after ``earlier`` (a copy taken before)."""
+        return PackingStats(**{f.name: getattr(self, f.name) - getattr(earlier, f.name)
+                               for f in dataclasses.fields(self)})
+
+    def as_dict(self) -> dict[str, float]:
+        return {**dataclasses.asdict(self), "fallback_rate": round(self.fallback_rate, 4)}
 
 
 @dataclass
@@ -208,10 +255,12 @@ class WindowedWhisper(AsrEngine):
     settings: Settings
     multilingual: bool
     device: str
+    packing_stats: PackingStats
 
     def transcribe_batch(self, items: Sequence[tuple[AudioChunk, np.ndarray]]) -> list[list[Segment]]:
         if not items:
             return []
+        stats = self.packing_stats
         audios = [np.asarray(audio, dtype=np.float32) for _, audio in items]
         durations = [len(audio) / SAMPLE_RATE for audio in audios]
         languages = self._languages(items)
@@ -220,21 +269,33 @@ class WindowedWhisper(AsrEngine):
         else:
             windows = singles(range(len(items)), durations, languages)
         out: list[list[Segment]] = [[] for _ in items]
-        redo: list[int] = []
+        degenerate: list[int] = []
+        empty: list[int] = []
         for window, decoded in zip(windows, self._decode(windows, audios)):
-            if decoded.degenerate and len(window.slots) > 1:
-                redo.extend(slot.item for slot in window.slots)
-            else:
-                self._emit(window, decoded, items, out)
-        if redo:
-            alone = singles(redo, durations, languages)
+            shared = [slot.item for slot in window.slots] if len(window.slots) > 1 else []
+            stats.shared += len(shared)
+            if decoded.degenerate and shared:
+                degenerate.extend(shared)
+                continue
+            self._emit(window, decoded, items, out)
+            empty.extend(item for item in shared if not out[item])
+        stats.chunks += len(items)
+        stats.windows += len(windows)
+        stats.degenerate_redone += len(degenerate)
+        stats.empty_redone += len(empty)
+        if empty:
+            log.info("%d of %d chunks got no words from their shared window: decoding them alone",
+                     len(empty), len(items))
+        if degenerate or empty:
+            alone = singles(degenerate + empty, durations, languages)
             for window, decoded in zip(alone, self._decode(alone, audios)):
                 self._emit(window, decoded, items, out)
+            stats.empty_after_redo += sum(1 for item in empty if not out[item])
         return out
 
-    def max_new_tokens(self, speech_seconds: float) -> int:
-        """A token budget from the audio's length: enough for fast speech, short for a repetition loop."""
-        return math.ceil(self.settings.max_tokens_per_second * speech_seconds) + TOKEN_MARGIN
+    def max_new_tokens(self, speech_seconds: float, language: str | None) -> int:
+        """A token budget from the audio's length and language (see ``token_budget``)."""
+        return token_budget(self.settings, speech_seconds, language)
 
     @abstractmethod
     def _detect_batch(self, audios: list[np.ndarray]) -> list[str]:

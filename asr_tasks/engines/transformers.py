@@ -32,12 +32,13 @@ from asr_tasks.engines import AsrEngine, ModelError, compute_type, model_tag, ru
 from asr_tasks.engines.devices import DeviceLease, acquire_device  # noqa: E402
 from asr_tasks.engines.packing import (  # noqa: E402
     SAMPLE_RATE,
-    TOKEN_MARGIN,
     Decoded,
+    PackingStats,
     Window,
     WindowedWhisper,
     Word,
     looks_degenerate,
+    token_budget,
     window_audio,
 )
 from asr_tasks.models import AudioChunk, Segment  # noqa: E402
@@ -220,6 +221,7 @@ class TransformersWhisper(_TransformersModel, WindowedWhisper):
         # decoder positions left after <|startoftranscript|><|lang|><|transcribe|><|notimestamps|> and the hotwords
         self.max_budget = self.model.config.max_target_positions - 4 - (
             len(self.prompt_ids) if self.prompt_ids is not None else 0)
+        self.packing_stats = PackingStats()
         self._warm_up()
 
     def _warm_up(self) -> None:
@@ -239,7 +241,7 @@ class TransformersWhisper(_TransformersModel, WindowedWhisper):
 
     def _decode_batch(self, windows: list[Window], audios: Sequence[np.ndarray], language: str) -> list[Decoded]:
         features, attention_mask = self._features([window_audio(w, audios, SAMPLE_RATE) for w in windows])
-        budgets = [min(self.max_budget, self.max_new_tokens(w.speech_seconds)) for w in windows]
+        budgets = [min(self.max_budget, self.max_new_tokens(w.speech_seconds, language)) for w in windows]
         chosen = ChosenLogprobs()
         with torch.inference_mode():
             encoded = self.model.get_encoder()(features)
@@ -356,8 +358,8 @@ class TransformersQwen3Asr(_TransformersModel, AsrEngine):
         self.transcribe_batch([(AudioChunk("warm-up", 0, "warm-up", "", 0.0, 1.0), noise)])
 
     def max_new_tokens(self, seconds: float) -> int:
-        """A token budget from the chunk's length (plus the language header when it is detected)."""
-        return math.ceil(self.settings.max_tokens_per_second * seconds) + TOKEN_MARGIN
+        """A token budget from the chunk's length and the configured language (the largest rate when detected)."""
+        return token_budget(self.settings, seconds, self.settings.language)
 
     def transcribe_batch(self, items: Sequence[tuple[AudioChunk, np.ndarray]]) -> list[list[Segment]]:
         if not items:

@@ -1,0 +1,73 @@
+"""Whisper tokens per second of speech, per language, on real speech: what ``language_tokens_per_second`` must fit.
+
+Every VAD chunk of the test clips (Mandarin: tests/data/zh/; English:
+tests/data/jfk.flac and the shared faster-whisper clips when present, plus
+espeak-ng calls) is decoded alone, unpacked, with a budget far above any real
+rate; the text's tokens (the model's own tokenizer, special tokens left out) are
+divided by the chunk's seconds. The budget a language needs is its highest rate
+with some margin: a budget under it cuts a fast speaker's words off.
+
+    .venv/bin/python bench/token_rates.py [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import tempfile
+from pathlib import Path
+
+from synthetic import print_report, synthesise
+
+from asr_tasks.config import PROJECT_ROOT, get_settings
+from asr_tasks.engines import get_engine
+from asr_tasks.pipeline import preprocess_local
+from asr_tasks.audio import read_pcm
+from asr_tasks.storage import recording_for_file
+
+SHARED = PROJECT_ROOT.parent / "shared" / "audio"
+
+
+def rates(files: list[Path], language: str, work: Path) -> list[float]:
+    settings = dataclasses.replace(get_settings(), language=language, pack_windows=False, max_tokens_per_second=60.0,
+                                   language_tokens_per_second={})
+    engine = get_engine(settings)
+    tokenizer = engine.model.hf_tokenizer  # type: ignore[attr-defined]
+    out = []
+    for n, path in enumerate(files):
+        (work / f"{language}{n}").mkdir()
+        pre, pcm = preprocess_local(recording_for_file(path), path, work / f"{language}{n}", settings)
+        for chunk in pre.chunks:
+            audio = read_pcm(pcm[chunk.channel], settings.sample_rate, chunk.start, chunk.end)
+            text = " ".join(s.text for s in engine.transcribe(chunk, audio))
+            if text.strip():
+                out.append(len(tokenizer.encode(text, add_special_tokens=False).ids) / (chunk.end - chunk.start))
+    return out
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"chunks": len(values), "mean": round(statistics.mean(values), 2),
+            "median": round(statistics.median(values), 2), "max": round(max(values), 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        zh = sorted((PROJECT_ROOT / "tests" / "data" / "zh").glob("*.wav"))
+        (work / "espeak").mkdir()
+        en = [PROJECT_ROOT / "tests" / "data" / "jfk.flac", *[SHARED / n for n in ("hotwords.mp3",)
+                                                               if (SHARED / n).is_file()]]
+        en += [c.path for c in synthesise(work / "espeak", minutes=2)]
+        report = {"zh": summary(rates(zh, "zh", work)), "en": summary(rates(en, "en", work))}
+    settings = get_settings()
+    report["configured"] = {"max_tokens_per_second": settings.max_tokens_per_second,
+                            "language_tokens_per_second": settings.language_tokens_per_second}
+    print_report(report, args.json)
+
+
+if __name__ == "__main__":
+    main()
