@@ -319,8 +319,14 @@ def report_html(result: AuditResult, search_url: str) -> str:
 
 
 def run_audit(call_date: str, rules: list[Rule], index: Any, store: Any, settings: Any) -> AuditResult:
-    """Audit a day from the index, store the findings and write the day's report (HTML, CSV, JSON)."""
-    result = audit(index.transcripts_for_date(call_date), rules, call_date)
+    """Audit a day's gated transcripts (from storage), store the findings and write the day's report (HTML, CSV, JSON).
+
+    The transcripts come from the artefacts the index was built from, not from the
+    index, so the audit sees the same data (``quality``, ``text_raw``, ...) on every backend.
+    """
+    from asr_tasks.pipeline import gated_transcripts_for_date
+
+    result = audit(gated_transcripts_for_date(call_date, store, settings), rules, call_date)
     index.replace_findings(call_date, [f.to_dict() for f in result.findings])
     prefix = f"reports/qa/{call_date}/qa-audit"
     bucket = settings.artefacts_bucket

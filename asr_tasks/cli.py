@@ -8,7 +8,7 @@ import logging
 import subprocess
 import sys
 import tempfile
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -230,6 +230,28 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reindex(args: argparse.Namespace) -> int:
+    """Rebuild the index documents of a day (or a range of days) from the gated transcripts; no model is loaded."""
+    from asr_tasks.index import open_index
+    from asr_tasks.pipeline import reindex_day
+    from asr_tasks.storage import open_store
+
+    try:
+        first = date.fromisoformat(args.date)
+        last = date.fromisoformat(args.to) if args.to else first
+    except ValueError as exc:
+        print(f"asr: reindex: expected YYYY-MM-DD dates ({exc})", file=sys.stderr)
+        return 2
+    settings = get_settings()
+    store, index = open_store(settings), open_index(settings)
+    day = first
+    while day <= last:
+        counts = reindex_day(day.isoformat(), store, index, settings)
+        print(f"{day}: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing to index"))
+        day += timedelta(days=1)
+    return 0
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     from asr_tasks.audit import RuleError, load_rules, run_audit
     from asr_tasks.index import open_index
@@ -306,6 +328,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rules", help="folder of rule files (default: qa_rules_dir)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser("reindex", help="rebuild a day's index documents from the gated transcripts (no model)")
+    p.add_argument("--date", required=True, help="YYYY-MM-DD, the first day")
+    p.add_argument("--to", help="YYYY-MM-DD, the last day (default: --date)")
+    p.set_defaults(func=cmd_reindex)
 
     p = sub.add_parser("status", help="recordings by state, with reasons for failures")
     p.add_argument("--date", help="YYYY-MM-DD")

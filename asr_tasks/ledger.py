@@ -173,8 +173,8 @@ class Ledger:
     ) -> bool:
         """Move a recording forward to ``state``; False when it is already there or further (or not in the ledger).
 
-        A final state may replace another final state: the index is the authority on
-        how a recording ended.
+        A final state may replace another final state: the index stage records the
+        gate's outcome over the one preprocessing gave.
         """
         rank = _RANK[state]
         before = [s for s, r in _RANK.items() if r < rank or (r == rank == 3 and s != state)]
@@ -195,6 +195,21 @@ class Ledger:
     def state(self, recording_id: str) -> str | None:
         with self.engine.connect() as db:
             return db.execute(select(recordings.c.state).where(recordings.c.recording_id == recording_id)).scalar()
+
+    def timed(self, recording_id: str, stage: str, seconds: float) -> None:
+        """Record a stage's seconds for a recording whose state the stage did not change (a quarantine indexed)."""
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r} (stages: {', '.join(STAGES)})")
+        with self.engine.begin() as db:
+            db.execute(update(recordings).where(recordings.c.recording_id == recording_id)
+                       .values(**{f"{stage}_seconds": round(seconds, 3), "updated_at": _now()}))
+
+    def finished(self, recording_id: str) -> bool:
+        """Whether the recording reached a final state and the index stage wrote it into the index view."""
+        query = select(recordings.c.state, recordings.c.index_seconds).where(recordings.c.recording_id == recording_id)
+        with self.engine.connect() as db:
+            row = db.execute(query).first()
+        return row is not None and row.state in FINAL_STATES and row.index_seconds is not None
 
     def rows(self, call_date: str | None = None) -> list[dict[str, Any]]:
         """Every recording version (of one day), in key order; times as ISO 8601 text."""

@@ -1,8 +1,16 @@
 """The stages of one day's run, as plain functions that Airflow tasks and the CLI both call.
 
-Large data (PCM, transcripts) goes to the artefact bucket; what the functions
-return is small (keys, ids, states). Every stage first looks for its own
-artefact, so a retry or a re-run of the day redoes nothing that finished.
+Where each fact lives: the ledger alone says where a recording version stands
+(its state and reason); object storage holds what each stage made of it (chunks,
+raw transcript, gated transcript), each stage reading one artefact and writing the
+next; the index is a search view rebuilt from gated transcripts (``reindex_day``)
+and decides nothing.
+
+preprocess (manifest.json, PCM) -> transcribe (transcript.<model>.json) -> gate
+(gated.<model>.json, the day's quality report) -> index (documents; the ledger's
+final state). Large data goes to the artefact bucket; what the functions return
+is small (keys, ids, states). Every stage first looks for its own artefact, so a
+retry or a re-run of the day redoes nothing that finished.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from asr_tasks.audio import InvalidAudio, decode, pcm_duration, probe, read_pcm
 from asr_tasks.config import Settings, get_settings
 from asr_tasks.engines import AsrEngine, get_engine, model_tag
 from asr_tasks.index import TranscriptIndex
-from asr_tasks.ledger import PREPROCESSED, TRANSCRIBED, open_ledger
+from asr_tasks.ledger import FINAL_STATES, PREPROCESSED, TRANSCRIBED, open_ledger
 from asr_tasks.models import (
     INDEXED,
     NEEDS_REVIEW,
@@ -58,7 +66,12 @@ class StageResult:
 
 
 def artefact_prefix(rec: Recording) -> str:
-    return f"v{PIPELINE_VERSION}/{rec.call_date or 'undated'}/{rec.recording_id}"
+    return version_prefix(rec.call_date, rec.recording_id)
+
+
+def version_prefix(call_date: str | None, recording_id: str) -> str:
+    """Where this pipeline version keeps a recording version's artefacts."""
+    return f"v{PIPELINE_VERSION}/{call_date or 'undated'}/{recording_id}"
 
 
 def recording_id_of(prefix: str) -> str:
@@ -232,7 +245,7 @@ def build_transcript(
 ) -> Transcript:
     """Stitch, post-process and pass the quality gate.
 
-    ``gate=False`` leaves the gate to ``gate_day``, which validates a whole day in
+    ``gate=False`` leaves the gate to ``gate_shard``, which validates a whole shard in
     one run instead of paying Great Expectations' start-up cost per recording.
     """
     settings = settings or get_settings()
@@ -261,7 +274,13 @@ def build_transcript(
 
 
 def transcript_key(prefix: str, settings: Settings) -> str:
+    """The raw transcript: the engine's text, stitched and post-processed, not yet gated."""
     return f"{prefix}/transcript.{model_tag(settings)}.json"
+
+
+def gated_key(prefix: str, settings: Settings) -> str:
+    """The gated transcript: the raw one with the quality gate's outcome; what the index and the audit read."""
+    return f"{prefix}/gated.{model_tag(settings)}.json"
 
 
 def transcribe_shard(prefixes: list[str], store: ObjectStore, settings: Settings) -> dict[str, float]:
@@ -312,60 +331,91 @@ def preprocessed_prefixes(results: list[StageResult]) -> list[str]:
     return [r.artefact_prefix for r in results if r.state == PREPROCESSED]
 
 
-def gate_day(results: list[StageResult], store: ObjectStore, settings: Settings) -> list[str]:
-    """Pass the day's transcripts that were not gated yet through the quality gate, in batches.
+def gate_shard(results: list[StageResult], store: ObjectStore, settings: Settings) -> int:
+    """Pass the shard's raw transcripts that have no gated one yet through the quality gate, in batches.
 
-    The outcome is written back into each transcript artefact (so a retry does not
-    validate again) and the day's quality report (CSV + HTML) is saved beside the
-    artefacts; returns the report keys.
+    Each outcome is written as the recording's gated transcript, so a retry does not
+    validate again; returns how many were gated now.
     """
     bucket = settings.artefacts_bucket
-    keys = [transcript_key(r.artefact_prefix, settings) for r in results if r.state != QUARANTINED]
-    rows: list[dict[str, Any]] = []
-    for start in range(0, len(keys), quality.GATE_BATCH):
-        batch = [(key, Transcript.from_dict(get_json(store, bucket, key)))
-                 for key in keys[start : start + quality.GATE_BATCH]]
-        todo = [(key, t) for key, t in batch if t.quality is None]
-        gated = dict(zip([key for key, _ in todo], quality.gate([t for _, t in todo], settings)))
-        for key, transcript in batch:
-            if key in gated:
-                transcript = gated[key]
-                put_json(store, bucket, key, transcript.to_dict())
-            rows.append(quality.report_row(transcript))
-    return quality.write_reports(rows, store, settings, model_tag(settings))
+    prefixes = [r.artefact_prefix for r in results if r.state != QUARANTINED]
+    todo = [p for p in prefixes if not store.exists(bucket, gated_key(p, settings))]
+    for start in range(0, len(todo), quality.GATE_BATCH):
+        batch = todo[start : start + quality.GATE_BATCH]
+        raw = [Transcript.from_dict(get_json(store, bucket, transcript_key(p, settings))) for p in batch]
+        for prefix, transcript in zip(batch, quality.gate(raw, settings)):
+            put_json(store, bucket, gated_key(prefix, settings), transcript.to_dict())
+    return len(todo)
+
+
+def gated_transcript(prefix: str, store: ObjectStore, settings: Settings) -> Transcript:
+    return Transcript.from_dict(get_json(store, settings.artefacts_bucket, gated_key(prefix, settings)))
 
 
 def index_results(
     results: list[StageResult], store: ObjectStore, index: TranscriptIndex, settings: Settings
 ) -> dict[str, int]:
-    """Index transcripts and record quarantines; what is already indexed for this version is left alone.
+    """Index gated transcripts and record quarantines; what the ledger says was indexed already is left alone.
 
-    "Already indexed" means the index and the ledger agree on the final state; when a
-    crash fell between the two writes, the recording is indexed again (replacing itself).
+    The ledger's final state is written after the index documents, so a crash between
+    the two indexes the recording again (replacing itself). The day's quality report
+    is written from the gated transcripts.
     """
     bucket = settings.artefacts_bucket
-    model = model_tag(settings)
     ledger = open_ledger(settings)
     counts: Counter[str] = Counter()
-    gate_day(results, store, settings)
+    rows: list[dict[str, Any]] = []
     for result in results:
-        current = index.current_state(result.recording_id, model, PIPELINE_VERSION)
-        if current is not None and ledger.state(result.recording_id) == current:
-            counts["unchanged"] += 1
-            continue
+        final = ledger.finished(result.recording_id)
         started = time.monotonic()
         if result.state == QUARANTINED:
+            if final:
+                counts["unchanged"] += 1
+                continue
             quarantine = Quarantine.from_dict(get_json(store, bucket, f"{result.artefact_prefix}/quarantine.json"))
             index.record_quarantine(quarantine)
-            ledger.advance(result.recording_id, QUARANTINED, reason=quarantine.reason, stage="index",
-                           seconds=time.monotonic() - started)
+            ledger.advance(result.recording_id, QUARANTINED, reason=quarantine.reason)
+            ledger.timed(result.recording_id, "index", time.monotonic() - started)
             counts[QUARANTINED] += 1
             continue
-        transcript = Transcript.from_dict(get_json(store, bucket, transcript_key(result.artefact_prefix, settings)))
+        transcript = gated_transcript(result.artefact_prefix, store, settings)
+        rows.append(quality.report_row(transcript))
+        if final:
+            counts["unchanged"] += 1
+            continue
         index.replace_recording(transcript)
         ledger.advance(result.recording_id, transcript.state, reason=transcript.reason, stage="index",
                        seconds=time.monotonic() - started, segments=len(transcript.segments))
         counts[transcript.state] += 1
+    if counts.keys() - {"unchanged"}:
+        quality.write_reports(rows, store, settings, model_tag(settings))
+    return dict(counts)
+
+
+def final_rows(call_date: str, settings: Settings) -> list[dict[str, Any]]:
+    """The ledger's recordings of a day that reached a final state with this pipeline version, in key order."""
+    model = model_tag(settings)
+    return [row for row in open_ledger(settings).rows(call_date)
+            if row["state"] in FINAL_STATES and row["pipeline_version"] == PIPELINE_VERSION and row["model"] == model]
+
+
+def gated_transcripts_for_date(call_date: str, store: ObjectStore, settings: Settings) -> list[Transcript]:
+    """The day's gated transcripts, from storage: what the QA audit reads, the same whatever the index backend."""
+    return [gated_transcript(version_prefix(call_date, row["recording_id"]), store, settings)
+            for row in final_rows(call_date, settings) if row["state"] != QUARANTINED]
+
+
+def reindex_day(call_date: str, store: ObjectStore, index: TranscriptIndex, settings: Settings) -> dict[str, int]:
+    """Rebuild a day's index documents from gated transcripts and quarantine records; loads no model."""
+    counts: Counter[str] = Counter()
+    for row in final_rows(call_date, settings):
+        prefix = version_prefix(call_date, row["recording_id"])
+        if row["state"] == QUARANTINED:
+            index.record_quarantine(Quarantine.from_dict(
+                get_json(store, settings.artefacts_bucket, f"{prefix}/quarantine.json")))
+        else:
+            index.replace_recording(gated_transcript(prefix, store, settings))
+        counts[row["state"]] += 1
     return dict(counts)
 
 

@@ -22,7 +22,7 @@ from asr_tasks.corpus import write_demo_corpus
 from asr_tasks.engines import get_engine
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.models import Preprocessed
-from asr_tasks.pipeline import index_results, preprocess, preprocessed_prefixes, sense, transcribe_shard
+from asr_tasks.pipeline import gate_shard, index_results, preprocess, preprocessed_prefixes, sense, transcribe_shard
 from asr_tasks.storage import LocalStore, get_json
 
 DAY = date(2026, 11, 27)
@@ -61,6 +61,7 @@ def main() -> None:
         t_asr = time.perf_counter() - t0
 
         t0 = time.perf_counter()
+        gate_shard(results, store, settings)
         index_results(results, store, SqliteIndex(Path(settings.index_path)), settings)
         t_index = time.perf_counter() - t0
 

@@ -91,19 +91,30 @@ def transcribe_daily() -> None:
         return to_xcom(preprocess_shard([Recording.from_dict(r) for r in shard], open_store(settings), settings))
 
     @task(pool=settings.gpu_pool, queue=settings.gpu_queue, map_index_template="{{ shard_name }}")
-    def transcribe(results: list[dict[str, Any]]) -> dict[str, Any]:
-        """One loaded model over the whole shard; passes the preprocessing results on to indexing."""
+    def transcribe(results: list[dict[str, Any]]) -> dict[str, float]:
+        """One loaded model over the whole shard: a raw transcript per recording."""
         from asr_tasks.pipeline import from_xcom, preprocessed_prefixes, transcribe_shard
         from asr_tasks.storage import open_store
 
         _name_shard(results)
-        done = transcribe_shard(preprocessed_prefixes(from_xcom(results)), open_store(settings), settings)
-        return {"results": results, **done}
+        return transcribe_shard(preprocessed_prefixes(from_xcom(results)), open_store(settings), settings)
+
+    @task(map_index_template="{{ shard_name }}")
+    def gate(results: list[dict[str, Any]]) -> dict[str, Any]:
+        """The quality gate over the shard's raw transcripts: a gated transcript per recording, for the index."""
+        from asr_tasks.pipeline import from_xcom, gate_shard
+        from asr_tasks.storage import open_store
+
+        _name_shard(results)
+        return {"results": results, "gated": gate_shard(from_xcom(results), open_store(settings), settings)}
 
     @task_group
     def shard(recordings: list[dict[str, Any]]) -> Any:
         """The GPU takes a shard as soon as it is preprocessed, while CPU workers preprocess the next."""
-        return transcribe(preprocess(recordings))
+        preprocessed = preprocess(recordings)
+        gated = gate(preprocessed)
+        transcribe(preprocessed) >> gated
+        return gated
 
     @task(trigger_rule="none_failed", outlets=[TRANSCRIPTS])
     def index(shards: Any, ds: str | None = None, outlet_events: Any = None) -> dict[str, int]:

@@ -66,17 +66,20 @@ print(json.dumps({
     "retries": sorted({t.retries for t in dag.tasks}),
     "backoff": all(t.retry_exponential_backoff for t in dag.tasks),
     "upstream_of_index": sorted(tasks["index"].upstream_task_ids),
+    "upstream_of_gate": sorted(tasks["shard.gate"].upstream_task_ids),
 }))
 """
     proc = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert info["tasks"] == ["index", "plan_shards", "sense", "shard.preprocess", "shard.transcribe",
+    assert info["tasks"] == ["index", "plan_shards", "sense", "shard.gate", "shard.preprocess", "shard.transcribe",
                              "wait_for_recordings"]
     assert info["pool"] == "gpu"
     assert info["queues"]["shard.transcribe"] == "gpu" and info["queues"]["shard.preprocess"] == "default"
+    assert info["queues"]["shard.gate"] == "default"  # the gate is a task of its own, retried as such
     assert info["retries"] == [3] and info["backoff"]
-    assert info["upstream_of_index"] == ["shard.transcribe"]
+    assert info["upstream_of_index"] == ["shard.gate"]
+    assert info["upstream_of_gate"] == ["shard.preprocess", "shard.transcribe"]
 
 
 def test_audit_dag_runs_on_the_asset_that_transcription_updates() -> None:

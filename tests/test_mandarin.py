@@ -29,6 +29,7 @@ from asr_tasks.engines import get_engine
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.models import Transcript
 from asr_tasks.pipeline import (
+    gate_shard,
     index_results,
     plan_shards,
     preprocess_shard,
@@ -84,6 +85,7 @@ def _run_day(settings: Settings, files: dict[str, Path]) -> Day:
     before = dataclasses.replace(engine.packing_stats)  # type: ignore[attr-defined]
     transcribe_shard(preprocessed_prefixes(results), store, settings)
     fallbacks = engine.packing_stats.since(before).as_dict()  # type: ignore[attr-defined]
+    gate_shard(results, store, settings)
     index_results(results, store, index, settings)
     transcripts = {
         r.key.rsplit("/", 1)[-1].removesuffix(".wav"):

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import shutil
 import subprocess
+import sys
 from datetime import date
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from asr_tasks.config import Settings
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.models import Recording
 from asr_tasks.pipeline import (
+    gate_shard,
+    gated_transcripts_for_date,
     index_results,
     plan_shards,
     preprocess,
@@ -71,6 +74,7 @@ def test_day_end_to_end_without_airflow(settings: Settings, model_dir: Path, jfk
     prefixes = preprocessed_prefixes(results)
     assert len(prefixes) == 2  # jfk and the silent call; quarantined ones never reach ASR
     transcribe_shard(prefixes, store, settings)
+    assert gate_shard(results, store, settings) == 2
     assert index_results(results, store, index, settings) == {"indexed": 1, "needs_review": 1, "quarantined": 2}
 
     states = {row["key"].rsplit("/", 1)[-1]: row["state"] for row in index.states("2026-11-27")}
@@ -87,8 +91,31 @@ def test_day_end_to_end_without_airflow(settings: Settings, model_dir: Path, jfk
     again = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
     assert again == results
     assert transcribe_shard(preprocessed_prefixes(again), store, settings)["recordings"] == 0
+    assert gate_shard(again, store, settings) == 0
     assert index_results(again, store, index, settings) == {"unchanged": 4}
     assert transcript.stat().st_mtime_ns == stamp and index.segment_count() == segments
+
+    # The audit reads the gated transcripts from storage, whole: quality, failures and the model's own words.
+    audited = {t.recording.key.rsplit("/", 1)[-1]: t for t in gated_transcripts_for_date("2026-11-27", store, settings)}
+    assert sorted(audited) == ["c1.flac", "silent.wav"]
+    assert audited["c1.flac"].quality == "pass" and audited["silent.wav"].quality_failures
+    assert all(s.text_raw for s in audited["c1.flac"].segments)
+
+    # The index is a view: rebuilt from the gated transcripts, without the model, it answers as before.
+    hits = [(h.recording_id, h.start, h.text) for h in index.search("ask not what your country")]
+    states = index.states("2026-11-27")
+    code = (f"import sys; from asr_tasks.cli import main; rc = main(['reindex', '--date', '2026-11-27']); "
+            "print(sorted(m for m in ('faster_whisper', 'ctranslate2', 'onnxruntime') if m in sys.modules)); "
+            "sys.exit(rc)")
+    fresh = tmp_path / "rebuilt.sqlite"
+    env = {"ASR_STORE_ROOT": settings.store_root, "ASR_INDEX_PATH": str(fresh), "ASR_LEDGER_URL": settings.ledger_url,
+           "ASR_MODEL_DIR": settings.model_dir, "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines() == ["2026-11-27: indexed 1, needs_review 1, quarantined 2", "[]"]
+    rebuilt = SqliteIndex(fresh)
+    assert [(h.recording_id, h.start, h.text) for h in rebuilt.search("ask not what your country")] == hits
+    assert rebuilt.states("2026-11-27") == states
 
 
 def test_replaced_object_is_reprocessed_and_replaces_old_documents(
@@ -98,6 +125,7 @@ def test_replaced_object_is_reprocessed_and_replaces_old_documents(
     index = SqliteIndex(settings.path("index_path"))
     store.put_bytes(settings.recordings_bucket, PREFIX + "c1.wav", b"")  # a failed upload...
     first = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
+    gate_shard(first, store, settings)
     index_results(first, store, index, settings)
     assert [r["state"] for r in index.states()] == ["quarantined"]
 
@@ -107,5 +135,6 @@ def test_replaced_object_is_reprocessed_and_replaces_old_documents(
     second = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
     assert second[0].recording_id != first[0].recording_id
     transcribe_shard(preprocessed_prefixes(second), store, settings)
+    gate_shard(second, store, settings)
     index_results(second, store, index, settings)
     assert [(r["recording_id"], r["state"]) for r in index.states()] == [(second[0].recording_id, "indexed")]

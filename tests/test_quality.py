@@ -19,7 +19,7 @@ from asr_tasks.config import Settings
 from asr_tasks.engines import get_engine, model_tag
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.models import INDEXED, NEEDS_REVIEW, Recording, Segment, Transcript, recording_id_for
-from asr_tasks.pipeline import index_results, preprocess, preprocessed_prefixes, sense, transcribe_shard
+from asr_tasks.pipeline import gate_shard, index_results, preprocess, preprocessed_prefixes, sense, transcribe_shard
 from asr_tasks.postprocess import hotwords
 from asr_tasks.quality import (
     PASS,
@@ -218,6 +218,7 @@ def test_silence_and_music_are_never_indexed_as_pass_with_text(
 
     results = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
     transcribe_shard(preprocessed_prefixes(results), store, settings)
+    assert gate_shard(results, store, settings) == 3
     index = SqliteIndex(settings.path("index_path"))
     assert index_results(results, store, index, settings) == {NEEDS_REVIEW: 3}
     assert get_engine(settings).hotwords == hotwords(settings)  # the dictionary reached the engine
@@ -238,6 +239,7 @@ def test_silence_and_music_are_never_indexed_as_pass_with_text(
     assert "3 of 3 recordings flagged for review" in page and "speech_detected" in page
 
     # A re-run gates nothing again and leaves the index as it is.
+    assert gate_shard(results, store, settings) == 0
     assert index_results(results, store, index, settings) == {"unchanged": 3}
 
 

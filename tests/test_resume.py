@@ -30,6 +30,7 @@ from asr_tasks.engines import get_engine
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.ledger import FINAL_STATES, Ledger, open_ledger
 from asr_tasks.pipeline import (
+    gate_shard,
     index_results,
     preprocess,
     preprocessed_prefixes,
@@ -155,6 +156,7 @@ def test_shard_killed_mid_way_then_retried(conf: Settings, model_dir: Path, long
     assert len(transcripts(store, conf)) == 3
 
     index = SqliteIndex(conf.path("index_path"))
+    gate_shard(results, store, conf)
     first = index_results(results, store, index, conf)
     assert first["quarantined"] == 1 and first.get("indexed", 0) + first.get("needs_review", 0) == 3
     assert {r["key"]: r["state"] for r in ledger.rows(str(DAY))}[PREFIX + "c2.flac"] == "indexed"

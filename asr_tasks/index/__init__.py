@@ -58,9 +58,6 @@ class TranscriptIndex(ABC):
     def states(self, call_date: str | None = None) -> list[dict[str, Any]]: ...
 
     @abstractmethod
-    def transcripts_for_date(self, call_date: str) -> list[Transcript]: ...
-
-    @abstractmethod
     def replace_findings(self, call_date: str, findings: list[dict[str, Any]]) -> None: ...
 
     @abstractmethod

@@ -464,32 +464,6 @@ class ElasticsearchIndex(TranscriptIndex):
 
     # QA audit
 
-    def transcripts_for_date(self, call_date: str) -> list[Transcript]:
-        """The day's transcribed recordings with their segments, as the audit reads them."""
-        recordings = [src for src in self._scan("recordings", {"term": {"call_date": call_date}},
-                                                [{"key": "asc"}, {"recording_id": "asc"}])
-                      if src.get("state") != QUARANTINED]
-        segments: dict[str, list[Segment]] = {}
-        for src in self._scan("segments", {"term": {"call_date": call_date}},
-                              [{"recording_id": "asc"}, {"seq": "asc"}]):
-            segments.setdefault(src["recording_id"], []).append(Segment.from_dict(src))
-        return [
-            Transcript(
-                recording=Recording.from_dict(src),
-                duration=src.get("duration") or 0.0,
-                segments=segments.get(src["recording_id"], []),
-                language=src.get("language"),
-                model=src.get("model") or "",
-                pipeline_version=src.get("pipeline_version") or "",
-                speech_seconds=src.get("speech_seconds") or 0.0,
-                state=src["state"],
-                reason=src.get("reason"),
-                quality=src.get("quality"),
-                quality_failures=list(src.get("quality_failures") or []),
-            )
-            for src in recordings
-        ]
-
     def replace_findings(self, call_date: str, findings: list[dict[str, Any]]) -> None:
         """The day's audit findings, replacing any earlier audit of that day."""
         index = self._ensure_index("findings", call_date)

@@ -304,30 +304,6 @@ class SqliteIndex(TranscriptIndex):
         with closing(self._connect()) as db:
             return [dict(r) for r in db.execute(sql + " ORDER BY key", params)]
 
-    def transcripts_for_date(self, call_date: str) -> list[Transcript]:
-        """The day's transcribed recordings with their segments, as the audit reads them."""
-        with closing(self._connect()) as db:
-            recs = db.execute(
-                "SELECT * FROM recordings WHERE call_date = ? AND state != 'quarantined' ORDER BY key", (call_date,)
-            ).fetchall()
-            out = []
-            for row in recs:
-                segs = db.execute(
-                    "SELECT * FROM segments WHERE recording_id = ? ORDER BY seq", (row["recording_id"],)
-                ).fetchall()
-                out.append(Transcript(
-                    recording=Recording.from_dict(dict(row)),
-                    duration=row["duration"] or 0.0,
-                    segments=[Segment.from_dict(dict(s)) for s in segs],
-                    language=row["language"],
-                    model=row["model"] or "",
-                    pipeline_version=row["pipeline_version"] or "",
-                    speech_seconds=row["speech_seconds"] or 0.0,
-                    state=row["state"],
-                    reason=row["reason"],
-                ))
-        return out
-
     def replace_findings(self, call_date: str, findings: list[dict[str, Any]]) -> None:
         """The day's audit findings, replacing any earlier audit of that day."""
         with closing(self._connect()) as db, db:
