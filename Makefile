@@ -17,7 +17,7 @@ export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN := sqlite:///$(CURDIR)/var/airflow/ai
 export HF_HUB_OFFLINE := 1
 export PYTHONWARNINGS := ignore
 
-.PHONY: demo test test-celery setup test-setup system-deps test-system-deps venv test-venv test-services model \
+.PHONY: demo test test-celery lint setup test-setup system-deps test-system-deps venv test-venv test-services model \
 	airflow-init standalone clean
 
 demo: setup airflow-init
@@ -42,6 +42,11 @@ demo: setup airflow-init
 
 test: setup test-setup
 	$(BIN)/python -m pytest
+
+# ruff (F, B, SIM) over the code, mypy over the library (settings in pyproject.toml).
+lint: test-venv
+	$(BIN)/ruff check asr_tasks dags plugins
+	$(BIN)/mypy
 
 # Airflow on CeleryExecutor against PostgreSQL and Redis servers the tests start (about 3-4 minutes).
 test-celery: setup test-setup

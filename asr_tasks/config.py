@@ -11,12 +11,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
+from pydantic import ConfigDict, ValidationError, field_validator
+from pydantic.dataclasses import dataclass
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_FILE = PROJECT_ROOT / "include" / "config.yaml"
@@ -25,10 +27,25 @@ ENV_PREFIX = "ASR_"
 TRANSCRIPTS_ASSET_URI = "asr://transcripts/daily"
 
 
-@dataclass(frozen=True)
+# The choices of the settings that have a fixed set of them; validated whenever Settings are made.
+StoreBackend = Literal["local", "minio"]
+IndexBackend = Literal["sqlite", "elasticsearch"]
+EsRefresh = Literal["wait_for", "true", "false"]
+EnglishStemmer = Literal["porter", "hunspell"]
+EngineName = Literal["ctranslate2", "transformers"]
+ModelFamily = Literal["whisper", "qwen3_asr"]
+Device = Literal["cpu", "cuda"]
+ComputeType = Literal["default", "auto", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16",
+                      "bfloat16", "float32"]
+ReadyCheck = Literal["quiet", "marker"]
+
+
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class Settings:
+    """Every setting, typed: a value of the wrong type or outside its choices fails when Settings are made."""
+
     # storage
-    store_backend: str = "local"
+    store_backend: StoreBackend = "local"
     store_root: str = "var/store"
     recordings_bucket: str = "recordings"
     recordings_prefix: str = "calls"
@@ -47,7 +64,7 @@ class Settings:
     # ledger: one row per recording version and its state
     ledger_url: str = "sqlite:///var/ledger.sqlite"
     # index
-    index_backend: str = "sqlite"
+    index_backend: IndexBackend = "sqlite"
     index_path: str = "var/index.sqlite"
     # Elasticsearch (index_backend "elasticsearch"): API key, or user and password; TLS verified against es_ca_certs
     es_url: str = "http://localhost:9200"
@@ -57,8 +74,8 @@ class Settings:
     es_ca_certs: str | None = None
     es_index_prefix: str = "asr"
     es_analyzer: str = "cjk"
-    es_english_stemmer: str = "porter"
-    es_refresh: str = "wait_for"
+    es_english_stemmer: EnglishStemmer = "porter"
+    es_refresh: EsRefresh = "wait_for"
     es_request_timeout_seconds: float = 30.0
     es_max_retries: int = 5
     es_retry_backoff_seconds: float = 1.0
@@ -81,17 +98,17 @@ class Settings:
     chunk_max_seconds: float = 30.0
     chunk_overlap_seconds: float = 0.5
     # ASR
-    engine: str = "ctranslate2"
+    engine: EngineName = "ctranslate2"
     model_dir: str = "var/models/whisper-base"
-    device: str = "cpu"
-    compute_type: str = "int8"
+    device: Device = "cpu"
+    compute_type: ComputeType = "int8"
     cpu_threads: int = 0
     language: str | None = None
     beam_size: int = 5
     shard_max_recordings: int = 500
     shard_max_bytes: int = 2 * 1024**3
     preprocess_workers: int = 0
-    model_family: str = "whisper"
+    model_family: ModelFamily = "whisper"
     batch_size: int = 4
     pack_windows: bool = True
     pack_gap_seconds: float = 1.0
@@ -124,7 +141,7 @@ class Settings:
     dag_catchup: bool = False
     dag_max_active_runs: int = 4
     # when a day's recordings are complete: "quiet" (no upload for ready_quiet_seconds after the day) or "marker"
-    ready_check: str = "quiet"
+    ready_check: ReadyCheck = "quiet"
     ready_marker: str = "_READY"
     ready_quiet_seconds: float = 0.0
     sensor_poke_seconds: float = 300.0
@@ -132,6 +149,14 @@ class Settings:
     # QA audit
     qa_rules_dir: str = "include/qa_rules"
     search_url: str = "http://localhost:8091/"
+
+    @field_validator("postprocess_steps")
+    @classmethod
+    def _known_steps(cls, table: dict[str, str]) -> dict[str, str]:
+        from asr_tasks.postprocess import check_steps
+
+        check_steps(table)
+        return table
 
     def path(self, name: str) -> Path:
         """A path-valued setting, resolved against the project root."""
@@ -198,15 +223,26 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, env: dict[s
     if unknown:
         raise ConfigError(f"{path}: unknown settings {', '.join(unknown)}")
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for name, f in known.items():
         default = getattr(defaults, name)
         annotation = str(f.type)
         if name in from_file:
             values[name] = _coerce(name, from_file[name], default, annotation, str(path))
+            sources[name] = str(path)
         env_name = ENV_PREFIX + name.upper()
         if env_name in env:
             values[name] = _coerce(name, env[env_name], default, annotation, f"env {env_name}")
-    return dataclasses.replace(defaults, **values)
+            sources[name] = f"env {env_name}"
+    try:
+        return dataclasses.replace(defaults, **values)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            name = str(error["loc"][0]) if error["loc"] else "?"
+            problems.append(f"{sources.get(name, 'settings')}: bad value for {name}: {values.get(name)!r}: "
+                            f"{error['msg']}")
+        raise ConfigError("; ".join(problems)) from exc
 
 
 @lru_cache(maxsize=1)

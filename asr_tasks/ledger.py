@@ -155,11 +155,10 @@ class Ledger:
                                     "why": f"replaced by a newer version (ETag {r.etag})"} for r in recs])
 
     def _insert_missing(self) -> Any:
-        if self.engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
-        return insert(recordings).on_conflict_do_nothing(index_elements=["recording_id"])
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        dialect = postgresql if self.engine.dialect.name == "postgresql" else sqlite
+        return dialect.insert(recordings).on_conflict_do_nothing(index_elements=["recording_id"])
 
     def advance(
         self,

@@ -100,19 +100,25 @@ class Term:
 
 
 def steps_for(settings: Settings, language: str | None) -> list[str]:
-    """The configured steps for one language, in order; unknown step names are an error."""
+    """The configured steps for one language, in order (``check_steps`` validated them when the settings loaded)."""
     table = settings.postprocess_steps
-    raw = table.get(language or "", table.get(OTHER_LANGUAGES, ""))
-    steps = [s.strip() for s in raw.split(",") if s.strip()]
-    unknown = [s for s in steps if s not in STEPS]
-    if unknown:
-        raise PostprocessError(
-            f"postprocess_steps[{language or OTHER_LANGUAGES}]: unknown step(s) {', '.join(unknown)}"
-            f" (known: {', '.join(STEPS)})"
-        )
-    if "itn" in steps and language not in _ITN:
-        raise PostprocessError(f"postprocess_steps[{language}]: no itn for this language (have: {', '.join(_ITN)})")
-    return steps
+    return _split(table.get(language or "", table.get(OTHER_LANGUAGES, "")))
+
+
+def check_steps(table: dict[str, str]) -> None:
+    """Every step of every language exists, and ITN only where there is one; raises PostprocessError."""
+    for language, raw in table.items():
+        unknown = [s for s in _split(raw) if s not in STEPS]
+        if unknown:
+            raise PostprocessError(
+                f"postprocess_steps[{language}]: unknown step(s) {', '.join(unknown)} (known: {', '.join(STEPS)})"
+            )
+        if "itn" in _split(raw) and language not in _ITN:
+            raise PostprocessError(f"postprocess_steps[{language}]: no itn for this language (have: {', '.join(_ITN)})")
+
+
+def _split(raw: str) -> list[str]:
+    return [s.strip() for s in raw.split(",") if s.strip()]
 
 
 def load_fillers(path: Path) -> dict[str, tuple[str, ...]]:
@@ -220,7 +226,7 @@ def remove_fillers(text: str, fillers: tuple[str, ...]) -> str:
 def apply_terms(text: str, terms: tuple[Term, ...]) -> str:
     """Replace dictionary spellings: whole words for Latin script, plain substrings for Chinese."""
     for term in terms:
-        text = term.pattern.sub(lambda _m, right=term.right: right, text)
+        text = term.pattern.sub(term.right.replace("\\", "\\\\"), text)
     return text
 
 

@@ -137,9 +137,8 @@ class LocalStore:
     def put_file(self, bucket: str, key: str, path: Path) -> None:
         target = self._path(bucket, key)
         target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".tmp-", delete=False) as tmp:
-            with open(path, "rb") as src:
-                shutil.copyfileobj(src, tmp, 1024 * 1024)
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".tmp-", delete=False) as tmp, open(path, "rb") as src:
+            shutil.copyfileobj(src, tmp, 1024 * 1024)
         os.chmod(tmp.name, 0o644)
         os.replace(tmp.name, target)
 

@@ -19,11 +19,10 @@ import re
 from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Annotated, Any, Iterator, Sequence
 from urllib.parse import urlencode
 
-from fastapi import FastAPI, HTTPException, Query, Request
-from fastapi.params import Depends
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, params
 from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 
 from asr_tasks.config import Settings, get_settings
@@ -111,7 +110,7 @@ def query_filters(
 
 def create_app(
     settings: Settings | None = None,
-    dependencies: Sequence[Depends] = (),
+    dependencies: Sequence[params.Depends] = (),
     index: TranscriptIndex | None = None,
     store: ObjectStore | None = None,
 ) -> FastAPI:
@@ -174,7 +173,7 @@ def create_app(
     @app.get("/api/search")
     def api_search(
         q: str,
-        filters: Filters = Depends(query_filters),
+        filters: Annotated[Filters, Depends(query_filters)],
         size: int = Query(PAGE_SIZE, ge=1, le=500),
         after: str | None = None,
     ) -> dict[str, Any]:
@@ -188,7 +187,7 @@ def create_app(
         return {"hits": [h.to_dict() for h in result.hits], "next_after": result.next_after}
 
     @app.get("/api/counts")
-    def api_counts(q: str, filters: Filters = Depends(query_filters)) -> list[dict[str, Any]]:
+    def api_counts(q: str, filters: Annotated[Filters, Depends(query_filters)]) -> list[dict[str, Any]]:
         """Matching segments and recordings per agent and day."""
         return [c.to_dict() for c in get_index().counts(q, filters)]
 

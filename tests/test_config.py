@@ -185,3 +185,38 @@ def test_path_resolves_relative_against_project_root(tmp_path: Path) -> None:
 def test_settings_are_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         Settings().beam_size = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("var", "raw", "allowed"),
+    [
+        ("ASR_ENGINE", "ctranslate3", "'ctranslate2' or 'transformers'"),
+        ("ASR_ES_REFRESH", "sometimes", "'wait_for', 'true' or 'false'"),
+        ("ASR_DEVICE", "tpu", "'cpu' or 'cuda'"),
+        ("ASR_INDEX_BACKEND", "solr", "'sqlite' or 'elasticsearch'"),
+        ("ASR_STORE_BACKEND", "s3", "'local' or 'minio'"),
+        ("ASR_READY_CHECK", "maybe", "'quiet' or 'marker'"),
+        ("ASR_MODEL_FAMILY", "wav2vec", "'whisper' or 'qwen3_asr'"),
+        ("ASR_ES_ENGLISH_STEMMER", "snowball", "'porter' or 'hunspell'"),
+    ],
+)
+def test_a_value_outside_its_choices_fails_at_load(tmp_path: Path, var: str, raw: str, allowed: str) -> None:
+    (tmp_path / "empty.yaml").write_text("")
+    with pytest.raises(ConfigError) as err:
+        load_settings(tmp_path / "empty.yaml", env={var: raw})
+    name = var.removeprefix("ASR_").lower()
+    assert str(err.value) == f"env {var}: bad value for {name}: {raw!r}: Input should be {allowed}"
+
+
+def test_a_misspelt_postprocess_step_fails_at_load_with_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("postprocess_steps: {zh: 't2s,filers,itn', en: terms}\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(path, env={})
+    assert f"{path}: bad value for postprocess_steps" in str(err.value)
+    assert "postprocess_steps[zh]: unknown step(s) filers (known: t2s, fillers, terms, itn)" in str(err.value)
+
+
+def test_settings_made_in_code_are_validated_too() -> None:
+    with pytest.raises(ValueError, match="device"):
+        dataclasses.replace(Settings(), device="tpu")  # type: ignore[arg-type]

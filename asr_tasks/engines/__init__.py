@@ -17,11 +17,11 @@ import logging
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import TypeVar, get_args
 
 import numpy as np
 
-from asr_tasks.config import Settings
+from asr_tasks.config import EngineName, ModelFamily, Settings
 from asr_tasks.models import AudioChunk, Segment
 
 log = logging.getLogger(__name__)
@@ -29,8 +29,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 R = TypeVar("R")
 
-ENGINES = ("ctranslate2", "transformers")
-MODEL_FAMILIES = ("whisper", "qwen3_asr")
+ENGINES = get_args(EngineName)
+MODEL_FAMILIES = get_args(ModelFamily)
 # Not in the embedded default's install (requirements.txt): requirements-transformers.txt brings them.
 TRANSFORMERS_PACKAGES = ("torch", "transformers")
 TRANSFORMERS_GPU_TYPES = ("bfloat16", "float16", "float32")
@@ -155,7 +155,7 @@ def _engine_key(settings: Settings) -> tuple[object, ...]:
             settings.batch_size, settings.pack_windows, settings.pack_gap_seconds,
             settings.max_tokens_per_second, tuple(sorted(settings.language_tokens_per_second.items())),
             settings.gpu_count, settings.streams_per_gpu,
-            settings.path("device_lock_dir"))
+            settings.path("device_lock_dir"), settings.path("terms_dir"), settings.terms_as_hotwords)
 
 
 def get_engine(settings: Settings) -> AsrEngine:

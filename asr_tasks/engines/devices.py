@@ -15,11 +15,11 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, get_args
 
-from asr_tasks.config import Settings
+from asr_tasks.config import Device, Settings
 
-DEVICES = ("cpu", "cuda")
+DEVICES = get_args(Device)
 
 
 class DeviceBusy(RuntimeError):
@@ -95,7 +95,7 @@ def acquire_device(settings: Settings) -> DeviceLease:
 
 
 def _try_lock(path: Path, gpu: int, stream: int) -> DeviceLease | None:
-    handle = open(path, "a+", encoding="utf-8")
+    handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115  (held open by the lease: the lock lives with it)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

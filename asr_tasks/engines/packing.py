@@ -332,11 +332,10 @@ class WindowedWhisper(AsrEngine):
         results: dict[int, Decoded] = {}
         for language in dict.fromkeys(str(w.group) for w in windows):
             indices = [n for n, w in enumerate(windows) if w.group == language]
-            decoded = run_with_backoff(
-                indices, self.batch_size,
-                lambda batch: self._decode_batch([windows[n] for n in batch], audios, language),
-                f"{self.device} (batch of 30 s windows)",
-            )
+            def run(batch: Sequence[int], language: str = language) -> list[Decoded]:
+                return self._decode_batch([windows[n] for n in batch], audios, language)
+
+            decoded = run_with_backoff(indices, self.batch_size, run, f"{self.device} (batch of 30 s windows)")
             results.update(zip(indices, decoded))
         return [results[n] for n in range(len(windows))]
 

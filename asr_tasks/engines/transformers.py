@@ -25,10 +25,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from transformers.models.qwen3_asr.processing_qwen3_asr import LANGUAGE_CODE_TO_NAME  # noqa: E402
-from transformers.models.whisper.generation_whisper import _dynamic_time_warping, _median_filter  # noqa: E402
 
 from asr_tasks.config import Settings  # noqa: E402
 from asr_tasks.engines import AsrEngine, ModelError, compute_type, model_tag, run_with_backoff  # noqa: E402
+from asr_tasks.engines.alignment import dynamic_time_warping, median_filter  # noqa: E402
 from asr_tasks.engines.devices import DeviceLease, acquire_device  # noqa: E402
 from asr_tasks.engines.packing import (  # noqa: E402
     SAMPLE_RATE,
@@ -298,8 +298,8 @@ class TransformersWhisper(_TransformersModel, WindowedWhisper):
         weights = torch.stack([cross[layer][0, head] for layer, head in self.model.generation_config.alignment_heads])
         weights = weights[:, offset : offset + steps, : max(1, min(3000, frames) // 2)].float()
         std, mean = torch.std_mean(weights, dim=-2, keepdim=True, unbiased=False)
-        weights = _median_filter((weights - mean) / std, self.model.config.median_filter_width)
-        text_indices, time_indices = _dynamic_time_warping(-weights.mean(0).cpu().double().numpy())
+        smoothed = median_filter(((weights - mean) / std).cpu().numpy(), self.model.config.median_filter_width)
+        text_indices, time_indices = dynamic_time_warping(-smoothed.mean(0).astype(np.float64))
         jumps = np.pad(np.diff(text_indices), (1, 0), constant_values=1).astype(bool)
         jump_times = time_indices[jumps] * 0.02
         times[offset : offset + len(jump_times)] = jump_times

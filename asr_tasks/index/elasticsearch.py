@@ -29,20 +29,21 @@ its REST compatibility layer.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import re
 import time
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar, get_args
 
 from elastic_transport import ConnectionError as TransportConnectionError
 from elastic_transport import ConnectionTimeout, HttpHeaders, TlsError, Urllib3HttpNode
 from elastic_transport.client_utils import DEFAULT, DefaultType
 from elasticsearch import ApiError, BadRequestError, Elasticsearch, NotFoundError, helpers
 
-from asr_tasks.config import PROJECT_ROOT, Settings
+from asr_tasks.config import PROJECT_ROOT, EsRefresh, Settings
 from asr_tasks.index import TranscriptIndex, transcript_summary
 from asr_tasks.index.query import (
     AgentDayCount,
@@ -55,14 +56,14 @@ from asr_tasks.index.query import (
 )
 from asr_tasks.index.query import parse as parse_query
 from asr_tasks.index.sqlite import HL_CLOSE, HL_OPEN, restore_highlight
-from asr_tasks.models import INDEXED, QUARANTINED, Quarantine, Recording, SearchHit, Segment, Transcript
+from asr_tasks.models import INDEXED, Quarantine, Recording, SearchHit, Transcript
 
 log = logging.getLogger(__name__)
 
 TEMPLATE_DIR = PROJECT_ROOT / "include" / "elasticsearch"
 KINDS = ("segments", "recordings", "findings")
 RETRY_STATUSES = (429, 500, 502, 503, 504)
-REFRESH_VALUES = ("wait_for", "true", "false")
+REFRESH_VALUES = get_args(EsRefresh)
 TEXT_FIELDS = ["text", "text.en"]
 HIGHLIGHT_FIELD = "text.en"
 PAGE = 1000  # documents per request when scanning (states, transcripts, findings)
@@ -238,7 +239,8 @@ class ElasticsearchIndex(TranscriptIndex):
         if not self._templates_ready:
             for name in KINDS:
                 template = load_template(name, self.prefix, self.analyzer, self.english_stemmer)
-                self._call(lambda: self.client.indices.put_index_template(name=self.alias(name), **template))
+                self._call(functools.partial(self.client.indices.put_index_template, name=self.alias(name),
+                                             **template))
             self._templates_ready = True
         index = self.index_name(kind, call_date)
         if index not in self._indices_ready:

@@ -137,7 +137,7 @@ class _Parser:
 
 def _flatten(nodes: list[Node], kind: type) -> Iterator[Node]:
     for node in nodes:
-        if isinstance(node, kind) and not (isinstance(node, And) and node.exclude):
+        if isinstance(node, (And, Or)) and isinstance(node, kind) and not (isinstance(node, And) and node.exclude):
             yield from node.items
         else:
             yield node

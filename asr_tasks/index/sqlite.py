@@ -20,7 +20,7 @@ from typing import Any
 from asr_tasks.index import TranscriptIndex, transcript_summary
 from asr_tasks.index.query import AgentDayCount, Filters, SearchPage, decode_cursor, encode_cursor, to_fts5
 from asr_tasks.index.query import parse as parse_query
-from asr_tasks.models import INDEXED, Quarantine, Recording, SearchHit, Segment, Transcript
+from asr_tasks.models import INDEXED, Quarantine, SearchHit, Transcript
 
 _CJK = (
     "\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3038-\u303b\u3040-\u30ff\u3100-\u312f"
