@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from asr_tasks.text import CJK_CHAR
 from asr_tasks.models import Transcript, _Serialisable
 
 SEVERITIES = ("low", "medium", "high", "critical")
@@ -36,7 +37,6 @@ KINDS = {
 OPTIONAL = {"speaker", "luhn", "min_share", "max_share", "description"}
 COMMON = {"id", "kind", "severity", "description"}
 _PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
 class RuleError(ValueError):
@@ -106,7 +106,7 @@ def _to_simplified() -> Any:
 def normalise(text: str) -> str:
     """What phrases are matched against: simplified script, width- and case-folded, no punctuation."""
     text = unicodedata.normalize("NFKC", text).lower()
-    if _CJK.search(text):
+    if CJK_CHAR.search(text):
         text = _to_simplified().convert(text)
     text = _PUNCT.sub(" ", text)
     text = re.sub(r"\s+", " ", text).strip()
@@ -115,7 +115,7 @@ def normalise(text: str) -> str:
 
 def _contains(haystack: str, phrase: str) -> bool:
     """Chinese phrases match as substrings, others on word boundaries."""
-    if _CJK.search(phrase):
+    if CJK_CHAR.search(phrase):
         return phrase in haystack
     return re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", haystack) is not None
 

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import yaml
 
+from asr_tasks.text import CJK_CHAR, CJK_RANGES
 from asr_tasks.config import ConfigError, Settings
 from asr_tasks.models import Segment
 
@@ -56,7 +57,7 @@ def stitch(segments: list[Segment]) -> list[Segment]:
     return sorted(result, key=lambda s: (s.start, s.channel, s.end))  # a trimmed segment starts later
 
 
-_STITCH_TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\s\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_STITCH_TOKEN = re.compile(rf"[{CJK_RANGES}]|[^\s{CJK_RANGES}]+")
 
 
 def _drop_repeated_words(earlier: str, later: str) -> str:
@@ -77,7 +78,6 @@ def _drop_repeated_words(earlier: str, later: str) -> str:
 
 STEPS = ("t2s", "fillers", "terms", "itn")
 OTHER_LANGUAGES = "*"
-_CJK_TEXT = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 class PostprocessError(ConfigError):
@@ -94,7 +94,7 @@ class Term:
 
     @property
     def pattern(self) -> re.Pattern[str]:
-        if _CJK_TEXT.search(self.wrong):
+        if CJK_CHAR.search(self.wrong):
             return re.compile(re.escape(self.wrong))  # Chinese has no spaces between words
         return re.compile(rf"(?<!\w){re.escape(self.wrong)}(?!\w)", re.IGNORECASE)
 
@@ -162,7 +162,7 @@ def _parse_terms(files: tuple[tuple[Path, int], ...]) -> tuple[Term, ...]:
             if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
                 raise PostprocessError(f"{path}:{n}: expected 'wrong<TAB>right', got {line!r}")
             wrong, right = fields[0].strip(), fields[1].strip()
-            key = wrong if _CJK_TEXT.search(wrong) else wrong.lower()
+            key = wrong if CJK_CHAR.search(wrong) else wrong.lower()
             if key in terms and terms[key].right != right:
                 earlier = terms[key]
                 raise PostprocessError(f"{path}:{n}: {wrong!r} already maps to {earlier.right!r} ({earlier.source})")
@@ -207,7 +207,7 @@ def to_simplified(text: str) -> str:
 def remove_fillers(text: str, fillers: tuple[str, ...]) -> str:
     """Drop filler words and the comma after them; a sentence that began with one keeps its capital."""
     for word in fillers:
-        if _CJK_TEXT.search(word):
+        if CJK_CHAR.search(word):
             text = re.sub(rf"(?:{re.escape(word)})+[，,、]?\s*", "", text)
             continue
         pattern = re.compile(rf"(?<![\w'-]){re.escape(word)}(?![\w'-])([,.?!]?)\s*(\w?)", re.IGNORECASE)

@@ -27,6 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from asr_tasks.text import CJK_CHAR, CJK_RANGES
 from asr_tasks import PIPELINE_VERSION
 from asr_tasks.config import ConfigError, Settings
 from asr_tasks.models import INDEXED, NEEDS_REVIEW, Transcript
@@ -53,9 +54,7 @@ LOOP_MIN_WORD_COPIES = 4
 MIN_SEGMENT_SECONDS = 0.01  # a zero-length segment with text reads as an impossible speech rate
 GATE_BATCH = 500  # recordings per validation run: one run costs about as much for 1 as for 500
 
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_UNITS = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+")
-_CJK_CHAR = re.compile(f"[{_CJK}]")
+_UNITS = re.compile(rf"[{CJK_RANGES}]|[^\W_{CJK_RANGES}]+")
 _PARAMETER = "$PARAMETER"
 
 
@@ -79,7 +78,7 @@ def text_units(text: str) -> list[str]:
 
 def unit_kind(text: str) -> str:
     """``char`` for text written mostly in Chinese characters, ``word`` otherwise."""
-    chars = len(_CJK_CHAR.findall(text))
+    chars = len(CJK_CHAR.findall(text))
     return "char" if chars and chars >= len(_UNITS.findall(text)) - chars else "word"
 
 
@@ -98,7 +97,7 @@ def repeat_share(units: list[str]) -> float:
                 stop += 1
             span = stop - start + n  # units start .. stop+n-1 repeat with period n
             loop = span >= LOOP_MIN_UNITS and span >= LOOP_MIN_COPIES * n
-            word = n == 1 and span >= LOOP_MIN_WORD_COPIES and not _CJK_CHAR.match(units[start])
+            word = n == 1 and span >= LOOP_MIN_WORD_COPIES and not CJK_CHAR.match(units[start])
             if loop or word:
                 covered[start : start + span] = [True] * span
             start = stop + 1

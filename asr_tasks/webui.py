@@ -15,27 +15,24 @@ from __future__ import annotations
 
 import html
 import mimetypes
-import re
 from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Sequence
+from typing import Annotated, Any, Sequence
 from urllib.parse import urlencode
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, params
-from fastapi.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from starlette.background import BackgroundTask
 
 from asr_tasks.config import Settings, get_settings
 from asr_tasks.index import AgentDayCount, CursorError, Filters, IndexBackendError, TranscriptIndex, open_index
-from asr_tasks.index.query import clock
-from asr_tasks.index.sqlite import HL_CLOSE, HL_OPEN
+from asr_tasks.index.query import HL_CLOSE, HL_OPEN, clock
 from asr_tasks.models import SearchHit
 from asr_tasks.storage import ObjectStore, open_store
 
 PAGE_SIZE = 20
-CHUNK = 256 * 1024
 PRESIGN_EXPIRES = timedelta(hours=1)
-_RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
 
 
 def _marked(highlight: str) -> str:
@@ -43,58 +40,10 @@ def _marked(highlight: str) -> str:
     return html.escape(highlight).replace(HL_OPEN, "<mark>").replace(HL_CLOSE, "</mark>")
 
 
-def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
-    """(first, last) byte of a single ``Range: bytes=...`` request; None for the whole file.
-
-    Raises ValueError when the range cannot be satisfied (answered with 416).
-    """
-    if not header:
-        return None
-    match = _RANGE.match(header.strip())
-    if not match or match.groups() == ("", ""):
-        return None  # several ranges or another unit: RFC 9110 lets a server send the whole file
-    first, last = match.groups()
-    if first == "":
-        length = int(last)
-        if length == 0:
-            raise ValueError("empty suffix range")
-        return max(size - length, 0), size - 1
-    start = int(first)
-    end = min(int(last), size - 1) if last else size - 1
-    if start >= size or end < start:
-        raise ValueError(f"range {header!r} outside 0-{size - 1}")
-    return start, end
-
-
-def _read(path: Path, start: int, end: int, resources: ExitStack) -> Iterator[bytes]:
-    """The bytes start..end of the file; ``resources`` (the store's local copy) is released at the end."""
-    with resources, open(path, "rb") as fh:
-        fh.seek(start)
-        left = end - start + 1
-        while left > 0:
-            block = fh.read(min(CHUNK, left))
-            if not block:
-                return
-            left -= len(block)
-            yield block
-
-
-def audio_response(path: Path, range_header: str | None, media_type: str, resources: ExitStack) -> Response:
-    """The file, or the requested byte range of it (206), as browsers' media elements ask for it."""
-    size = path.stat().st_size
-    headers = {"Accept-Ranges": "bytes"}
-    try:
-        wanted = parse_range(range_header, size)
-    except ValueError:
-        resources.close()
-        return Response(status_code=416, headers={**headers, "Content-Range": f"bytes */{size}"})
-    if wanted is None:
-        return StreamingResponse(_read(path, 0, size - 1, resources), media_type=media_type,
-                                 headers={**headers, "Content-Length": str(size)})
-    start, end = wanted
-    headers.update({"Content-Range": f"bytes {start}-{end}/{size}", "Content-Length": str(end - start + 1)})
-    return StreamingResponse(_read(path, start, end, resources), status_code=206, media_type=media_type,
-                             headers=headers)
+def audio_response(path: Path, media_type: str, resources: ExitStack) -> Response:
+    """The file with HTTP Range support (Starlette's), as browsers' media elements ask for it; the store's
+    local copy in ``resources`` is released once the response is sent."""
+    return FileResponse(path, media_type=media_type, background=BackgroundTask(resources.close))
 
 
 def query_filters(
@@ -208,7 +157,7 @@ def create_app(
         except FileNotFoundError as exc:
             resources.close()
             raise HTTPException(status_code=404, detail=str(exc)) from exc
-        return audio_response(path, request.headers.get("range"), media_type, resources)
+        return audio_response(path, media_type, resources)
 
     return app
 

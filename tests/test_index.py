@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from asr_tasks.index.sqlite import SqliteIndex, index_text, match_expression, restore_highlight
+from asr_tasks.index.query import restore_highlight
+from asr_tasks.index.sqlite import SqliteIndex, index_text, match_expression
 from asr_tasks.models import NEEDS_REVIEW, QUARANTINED, Quarantine, Recording, Segment, Transcript, recording_id_for
 
 
@@ -107,15 +108,6 @@ def test_states_and_quarantine(index: SqliteIndex) -> None:
     states = {r["key"]: (r["state"], r["reason"]) for r in index.states("2026-11-27")}
     assert states["calls/2026/11/27/broken.wav"] == (QUARANTINED, "empty file (0 bytes)")
     assert states["calls/2026/11/27/silent.wav"] == (NEEDS_REVIEW, "no speech detected")
-    assert index.current_state(bad.recording_id, "m", "1") == QUARANTINED
-    assert index.current_state(silent.recording_id, "other-model", "1") == NEEDS_REVIEW
-    assert index.current_state(silent.recording_id, "m", "2") is None
-
-
-def test_current_state_depends_on_model_for_indexed_recordings(index: SqliteIndex) -> None:
-    rec = _recording("calls/2026/11/27/zh_call.wav", agent="AG-1")
-    assert index.current_state(rec.recording_id, "m", "1") == "indexed"
-    assert index.current_state(rec.recording_id, "a-new-model", "1") is None
 
 
 def test_highlight_restoration_keeps_original_spacing() -> None:

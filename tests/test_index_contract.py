@@ -186,10 +186,9 @@ def test_new_version_of_an_object_replaces_the_old_one(index: TranscriptIndex) -
     assert [h.recording_id for h in index.search("承诺")] == [new.recording_id]
     assert [r["recording_id"] for r in index.states("2026-11-27")] == [new.recording_id]
     assert index.recording(old.recording_id) is None
-    assert index.current_state(old.recording_id, "m", "1") is None
 
 
-def test_states_quarantine_and_current_state(index: TranscriptIndex) -> None:
+def test_states_and_quarantine(index: TranscriptIndex) -> None:
     bad = _recording("calls/2026/11/27/broken.wav")
     index.record_quarantine(Quarantine(recording=bad, reason="empty file (0 bytes)", pipeline_version="1"))
     silent = _recording("calls/2026/11/27/silent.wav")
@@ -204,13 +203,6 @@ def test_states_quarantine_and_current_state(index: TranscriptIndex) -> None:
         ZH_KEY: ("indexed", None, 3),
     }
     assert len(index.states()) == 5
-    assert index.current_state(bad.recording_id, "m", "1") == QUARANTINED
-    assert index.current_state(silent.recording_id, "other-model", "1") == NEEDS_REVIEW
-    assert index.current_state(silent.recording_id, "m", "2") is None
-    zh = _recording(ZH_KEY)
-    assert index.current_state(zh.recording_id, "m", "1") == "indexed"
-    assert index.current_state(zh.recording_id, "a-new-model", "1") is None
-    assert index.current_state("0" * 24, "m", "1") is None
 
 
 def test_recording_lookup_for_playback(index: TranscriptIndex) -> None:

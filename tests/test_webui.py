@@ -31,7 +31,7 @@ from asr_tasks.config import PROJECT_ROOT, Settings
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
 from asr_tasks.storage import LocalStore, MinioConfig, MinioStore
-from asr_tasks.webui import create_app, parse_range
+from asr_tasks.webui import create_app
 
 ARTEFACTS = PROJECT_ROOT / "var" / "test-artefacts"
 JFK_KEY = "calls/2026/11/27/call_0005_jfk.flac"
@@ -73,20 +73,6 @@ def world(settings: Settings, jfk: Path, jfk_rec: Recording) -> tuple[SqliteInde
 @pytest.fixture
 def client(settings: Settings, world: tuple[SqliteIndex, LocalStore]) -> TestClient:
     return TestClient(create_app(settings))
-
-
-def test_range_parsing() -> None:
-    assert parse_range(None, 100) is None
-    assert parse_range("bytes=0-", 100) == (0, 99)
-    assert parse_range("bytes=10-19", 100) == (10, 19)
-    assert parse_range("bytes=90-500", 100) == (90, 99)
-    assert parse_range("bytes=-30", 100) == (70, 99)
-    assert parse_range("bytes=-300", 100) == (0, 99)
-    assert parse_range("bytes=0-1,5-6", 100) is None  # several ranges: the whole file is a valid answer
-    assert parse_range("items=1-2", 100) is None
-    for bad in ("bytes=100-", "bytes=20-10", "bytes=-0"):
-        with pytest.raises(ValueError):
-            parse_range(bad, 100)
 
 
 def test_audio_is_served_with_ranges(client: TestClient, jfk: Path, jfk_rec: Recording) -> None:

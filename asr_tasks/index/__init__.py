@@ -21,9 +21,6 @@ class TranscriptIndex(ABC):
     @abstractmethod
     def record_quarantine(self, quarantine: Quarantine) -> None: ...
 
-    @abstractmethod
-    def current_state(self, recording_id: str, model: str, pipeline_version: str) -> str | None: ...
-
     def search(
         self,
         query: str,

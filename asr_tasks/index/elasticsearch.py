@@ -46,17 +46,19 @@ from elasticsearch import ApiError, BadRequestError, Elasticsearch, NotFoundErro
 from asr_tasks.config import PROJECT_ROOT, EsRefresh, Settings
 from asr_tasks.index import TranscriptIndex, transcript_summary
 from asr_tasks.index.query import (
+    HL_CLOSE,
+    HL_OPEN,
     AgentDayCount,
     Filters,
     IndexBackendError,
     SearchPage,
     decode_cursor,
     encode_cursor,
+    restore_highlight,
     to_elasticsearch,
 )
 from asr_tasks.index.query import parse as parse_query
-from asr_tasks.index.sqlite import HL_CLOSE, HL_OPEN, restore_highlight
-from asr_tasks.models import INDEXED, Quarantine, Recording, SearchHit, Transcript
+from asr_tasks.models import Quarantine, Recording, SearchHit, Transcript
 
 log = logging.getLogger(__name__)
 
@@ -357,15 +359,6 @@ class ElasticsearchIndex(TranscriptIndex):
         """The current recording document with this id (bucket, key, call date, state, ...)."""
         hits = self._search("recordings", query={"term": {"recording_id": recording_id}}, size=1)["hits"]["hits"]
         return _row(hits[0]["_source"]) if hits else None
-
-    def current_state(self, recording_id: str, model: str, pipeline_version: str) -> str | None:
-        """The recording's state if it was processed by this model and pipeline version."""
-        row = self.recording(recording_id)
-        if row is None or row.get("pipeline_version") != pipeline_version:
-            return None
-        if row.get("state") == INDEXED and row.get("model") != model:
-            return None
-        return str(row["state"])
 
     def states(self, call_date: str | None = None) -> list[dict[str, Any]]:
         """Every recording's state and failure reason, for status reports."""

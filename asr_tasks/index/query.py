@@ -26,6 +26,9 @@ from typing import Any, Callable, Iterator, Union
 
 from asr_tasks.models import SearchHit
 
+# What every backend marks a highlight with (control characters no transcript contains); callers choose the tags.
+HL_OPEN, HL_CLOSE = "\x02", "\x03"
+
 _WORD = re.compile(r"\w")
 _BARE_END = re.compile(r'[\s"()|]')
 
@@ -247,3 +250,23 @@ def clock(seconds: float) -> str:
     hours, minutes = divmod(minutes, 60)
     secs = f"{tenths / 10:04.1f}"
     return f"{hours}:{minutes:02d}:{secs}" if hours else f"{minutes}:{secs}"
+
+
+def restore_highlight(original: str, highlighted: str, open_tag: str, close_tag: str) -> str:
+    """Map a backend's highlight (HL_OPEN/HL_CLOSE marks in its own rendering of the text) onto the original text."""
+    out: list[str] = []
+    i = 0
+    for ch in highlighted:
+        if ch == HL_OPEN:
+            out.append(open_tag)
+        elif ch == HL_CLOSE:
+            out.append(close_tag)
+        elif i < len(original) and ch == original[i]:
+            out.append(ch)
+            i += 1
+        elif not ch.isspace():
+            out.append(ch)
+    out.append(original[i:])
+    text = "".join(out)
+    # Adjacent matches read as one: "<em>ask</em> <em>not</em>" -> "<em>ask not</em>".
+    return re.sub(re.escape(close_tag) + r"(\s*)" + re.escape(open_tag), r"\1", text)

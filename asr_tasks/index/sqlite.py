@@ -17,18 +17,23 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from asr_tasks.text import CJK_RANGES
 from asr_tasks.index import TranscriptIndex, transcript_summary
-from asr_tasks.index.query import AgentDayCount, Filters, SearchPage, decode_cursor, encode_cursor, to_fts5
-from asr_tasks.index.query import parse as parse_query
-from asr_tasks.models import INDEXED, Quarantine, SearchHit, Transcript
-
-_CJK = (
-    "\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3038-\u303b\u3040-\u30ff\u3100-\u312f"
-    "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
+from asr_tasks.index.query import (
+    HL_CLOSE,
+    HL_OPEN,
+    AgentDayCount,
+    Filters,
+    SearchPage,
+    decode_cursor,
+    encode_cursor,
+    restore_highlight,
+    to_fts5,
 )
-_CJK_CHAR = re.compile(f"([{_CJK}])")
-HL_OPEN, HL_CLOSE = "\x02", "\x03"
+from asr_tasks.index.query import parse as parse_query
+from asr_tasks.models import Quarantine, SearchHit, Transcript
 
+_CJK_CHAR = re.compile(f"([{CJK_RANGES}])")
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS recordings (
     recording_id TEXT PRIMARY KEY,
@@ -100,26 +105,6 @@ def match_expression(query: str) -> str | None:
     return None if node is None else to_fts5(node, lambda term: re.findall(r"\w+", index_text(term)))
 
 
-def restore_highlight(original: str, highlighted: str, open_tag: str, close_tag: str) -> str:
-    """Map FTS5's highlight of the spaced body back onto the original text."""
-    out: list[str] = []
-    i = 0
-    for ch in highlighted:
-        if ch == HL_OPEN:
-            out.append(open_tag)
-        elif ch == HL_CLOSE:
-            out.append(close_tag)
-        elif i < len(original) and ch == original[i]:
-            out.append(ch)
-            i += 1
-        elif not ch.isspace():
-            out.append(ch)
-    out.append(original[i:])
-    text = "".join(out)
-    # Adjacent matches read as one: "<em>ask</em> <em>not</em>" -> "<em>ask not</em>".
-    return re.sub(re.escape(close_tag) + r"(\s*)" + re.escape(open_tag), r"\1", text)
-
-
 class SqliteIndex(TranscriptIndex):
     """Segments and recordings in one SQLite file; safe to reopen, idempotent to rewrite."""
 
@@ -183,18 +168,6 @@ class SqliteIndex(TranscriptIndex):
         }
         with closing(self._connect()) as db, db:
             self._replace_recording_row(db, row)
-
-    def current_state(self, recording_id: str, model: str, pipeline_version: str) -> str | None:
-        """The recording's state if it was processed by this model and pipeline version."""
-        with closing(self._connect()) as db:
-            row = db.execute(
-                "SELECT state, model, pipeline_version FROM recordings WHERE recording_id = ?", (recording_id,)
-            ).fetchone()
-        if row is None or row["pipeline_version"] != pipeline_version:
-            return None
-        if row["state"] == INDEXED and row["model"] != model:
-            return None
-        return str(row["state"])
 
     def search_page(
         self,
