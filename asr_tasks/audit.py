@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import html
 import io
 import json
 import re
@@ -294,28 +293,11 @@ def report_csv(result: AuditResult, search_url: str) -> str:
 
 
 def report_html(result: AuditResult, search_url: str) -> str:
-    s = result.summary()
-    esc = html.escape
+    """The day's audit as a page: counts per rule and agent, and each finding linked to its second."""
+    from asr_tasks.templates import render
 
-    def table(title: str, counts: dict[str, int]) -> str:
-        rows = "".join(f"<tr><td>{esc(k)}</td><td>{v}</td></tr>" for k, v in counts.items())
-        return f"<h2>{esc(title)}</h2><table><tr><th>{esc(title.split()[-1])}</th><th>findings</th></tr>{rows}</table>"
-
-    rows = "".join(
-        f"<tr><td>{esc(f.severity)}</td><td>{esc(f.rule_id)}</td><td>{esc(f.agent_id or '-')}</td>"
-        f"<td>{esc(f.speaker)}</td><td><a href=\"{esc(finding_link(f, search_url))}\">{esc(f.key)} @ {f.start:.1f} s</a>"
-        f"</td><td>{esc(f.matched_text)}</td></tr>"
-        for f in result.findings
-    )
-    return (
-        "<!doctype html><meta charset=utf-8><title>QA audit "
-        f"{esc(result.call_date)}</title><style>body{{font-family:sans-serif}}td,th{{padding:2px 8px;"
-        "text-align:left}}</style>"
-        f"<h1>QA audit {esc(result.call_date)}</h1><p>{s['recordings']} calls, {s['findings']} findings</p>"
-        + table("Findings per rule", s["by_rule"]) + table("Findings per agent", s["by_agent"])
-        + "<h2>Findings</h2><table><tr><th>severity</th><th>rule</th><th>agent</th><th>speaker</th><th>where</th>"
-        f"<th>matched</th></tr>{rows}</table>"
-    )
+    return render("qa_audit.html", day=result.call_date, summary=result.summary(),
+                  findings=[(f, finding_link(f, search_url)) for f in result.findings])
 
 
 def run_audit(call_date: str, rules: list[Rule], index: Any, store: Any, settings: Any) -> AuditResult:

@@ -19,7 +19,6 @@ functions that need them, never when the pipeline is imported.
 from __future__ import annotations
 
 import dataclasses
-import html
 import json
 import re
 from dataclasses import dataclass, field
@@ -380,16 +379,6 @@ def report_keys(day: str, model: str) -> tuple[str, str]:
     return f"{base}.csv", f"{base}.html"
 
 
-def _html_table(header: list[str], rows: list[list[Any]], row_classes: list[str] | None = None) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join(
-        f"<tr class='{html.escape(row_classes[i]) if row_classes else ''}'>"
-        + "".join(f"<td>{'' if v is None or v != v else html.escape(str(v))}</td>" for v in row) + "</tr>"
-        for i, row in enumerate(rows)
-    )
-    return f"<table><tr>{head}</tr>{body}</table>"
-
-
 def render_html(day: str, table: pd.DataFrame, settings: Settings) -> str:
     """A self-contained page: counts, each recording's outcome, and what every expectation checks."""
     folder = settings.path("expectations_dir")
@@ -399,18 +388,13 @@ def render_html(day: str, table: pd.DataFrame, settings: Settings) -> str:
         for suite in SUITES for e in _read_suite(folder / suite)["expectations"]
     ]
     counts = table["quality"].value_counts().to_dict()
-    summary = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "no recordings"
-    flagged = int((table["quality"] != PASS).sum())
-    recordings = _html_table(list(table.columns), table.values.tolist(), [str(q) for q in table["quality"]])
-    expectations = _html_table(["suite", "name", "expectation", "arguments", "why"], checks)
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'>"
-        f"<title>Transcript quality {html.escape(str(day))}</title>"
-        "<style>body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;font-size:90%}"
-        "td,th{border:1px solid #ccc;padding:3px 6px;text-align:left}tr.needs_review{background:#fde8e8}</style>"
-        f"</head><body><h1>Transcript quality, {html.escape(str(day))}</h1>"
-        f"<p>{html.escape(summary)}; {flagged} of {len(table)} recordings flagged for review.</p>"
-        f"{recordings}<h2>Expectations</h2>{expectations}</body></html>"
+    from asr_tasks.templates import render
+
+    return render(
+        "quality_report.html", day=str(day), total=len(table), flagged=int((table["quality"] != PASS).sum()),
+        summary=", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "no recordings",
+        columns=list(table.columns), rows=table.values.tolist(), classes=[str(q) for q in table["quality"]],
+        checks=checks,
     )
 
 
