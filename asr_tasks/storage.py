@@ -12,11 +12,9 @@ import io
 import json
 import logging
 import os
-import random
 import re
 import shutil
 import tempfile
-import time
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
@@ -24,6 +22,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Protocol, TypeVar
 from urllib.parse import urlsplit
 
+import tenacity
+
+from asr_tasks import retry
 from asr_tasks.config import Settings
 from asr_tasks.models import Recording, recording_id_for
 
@@ -219,24 +220,8 @@ def _split_endpoint(value: str, secure: bool) -> tuple[str, bool]:
 
 
 def minio_config(settings: Settings) -> MinioConfig:
-    """The Airflow connection ``minio_conn_id`` inside an Airflow task (when it exists), else the settings."""
-    if settings.minio_conn_id and "AIRFLOW_CTX_DAG_ID" in os.environ:
-        conn = _airflow_connection(settings.minio_conn_id)
-        if conn is not None:
-            return MinioConfig.from_connection(conn)
-        log.info("no Airflow connection %r; MinIO settings come from minio_* / ASR_MINIO_*", settings.minio_conn_id)
+    """MinIO's endpoint and keys from the settings (Airflow tasks hand over their connection's instead)."""
     return MinioConfig.from_settings(settings)
-
-
-def _airflow_connection(conn_id: str) -> Any:
-    """Looked up lazily: the library itself never depends on Airflow."""
-    from airflow.sdk import BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
-
-    try:
-        return BaseHook.get_connection(conn_id)
-    except AirflowNotFoundException:
-        return None
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -292,44 +277,30 @@ class MinioStore:
         self.retries = retries
         self.backoff_seconds = backoff_seconds
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
-        attempt = 0
-        while True:
-            try:
-                return fn()
-            except Exception as exc:
-                if attempt >= self.retries or not is_transient(exc):
-                    raise
-                self._back_off(what, exc, attempt)
-                attempt += 1
+    def _retrying(self, what: str) -> tenacity.Retrying:
+        return retry.policy(what, is_transient, self.retries, self.backoff_seconds, logger=log)
 
-    def _back_off(self, what: str, exc: BaseException, attempt: int) -> None:
-        delay = self.backoff_seconds * 2**attempt * random.uniform(0.5, 1.0)
-        log.warning("%s: %s: %s; retry %d of %d in %.1f s",
-                    what, type(exc).__name__, exc, attempt + 1, self.retries, delay)
-        time.sleep(delay)
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        return self._retrying(what)(fn)
 
     def _objects(self, bucket: str, prefix: str) -> Iterator[Any]:
         """The raw listing, page by page; a transient error resumes after the last key seen."""
         from minio.error import S3Error
 
         last: str | None = None
-        attempt = 0
-        while True:
-            try:
-                for obj in self.client.list_objects(bucket, prefix=prefix or None, recursive=True, start_after=last):
-                    if obj.is_dir:
-                        continue
-                    last = obj.object_name
-                    yield obj
-                return
-            except Exception as exc:
-                if isinstance(exc, S3Error) and exc.code == "NoSuchBucket":
-                    return  # like an empty folder
-                if attempt >= self.retries or not is_transient(exc):
-                    raise
-                self._back_off(f"list {bucket}/{prefix}", exc, attempt)
-                attempt += 1
+        for attempt in self._retrying(f"list {bucket}/{prefix}"):
+            with attempt:
+                try:
+                    for obj in self.client.list_objects(bucket, prefix=prefix or None, recursive=True,
+                                                        start_after=last):
+                        if obj.is_dir:
+                            continue
+                        last = obj.object_name
+                        yield obj
+                except S3Error as exc:
+                    if exc.code != "NoSuchBucket":
+                        raise
+                    # no bucket: like an empty folder
 
     def list(self, bucket: str, prefix: str) -> Iterator[ObjectInfo]:
         for obj in self._objects(bucket, prefix):
@@ -444,11 +415,12 @@ def _etag(path: Path) -> str:
     return digest.hexdigest()
 
 
-def open_store(settings: Settings) -> ObjectStore:
+def open_store(settings: Settings, minio: MinioConfig | None = None) -> ObjectStore:
+    """The configured store; ``minio`` overrides the MinIO settings (an Airflow connection, say)."""
     if settings.store_backend == "local":
         return LocalStore(settings.path("store_root"))
     if settings.store_backend == "minio":
-        return MinioStore(minio_config(settings), settings.path("work_dir"),
+        return MinioStore(minio or minio_config(settings), settings.path("work_dir"),
                           settings.store_retries, settings.store_retry_backoff_seconds)
     raise ValueError(f"unknown store_backend {settings.store_backend!r} (supported: local, minio)")
 

@@ -7,12 +7,19 @@ The rule files are validated as a whole first: a broken rule set audits nothing.
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from airflow.sdk import Asset, dag, task
 
 from asr_tasks.config import TRANSCRIPTS_ASSET_URI, get_settings
+
+PLUGINS = str(Path(__file__).resolve().parent.parent / "plugins")
+if PLUGINS not in sys.path:
+    sys.path.append(PLUGINS)  # Airflow puts its plugins folder on the path; plain Python (tests, scripts) does not
+from airflow_store import task_store  # noqa: E402
 
 settings = get_settings()
 TRANSCRIPTS = Asset(TRANSCRIPTS_ASSET_URI)
@@ -39,14 +46,13 @@ def qa_audit_nightly() -> None:
         """Evaluate every rule over each triggering day's transcripts; store findings and reports."""
         from asr_tasks.audit import load_rules, run_audit
         from asr_tasks.index import open_index
-        from asr_tasks.storage import open_store
 
         events = triggering_asset_events[TRANSCRIPTS] if triggering_asset_events else []
         days = sorted({e.extra["call_date"] for e in events if e.extra and "call_date" in e.extra})
         if not days and ds:
             days = [ds]
         rules = load_rules(settings.path("qa_rules_dir"))
-        index, store = open_index(settings), open_store(settings)
+        index, store = open_index(settings), task_store(settings)
         return [run_audit(day, rules, index, store, settings).summary() for day in days]
 
     audit_days()

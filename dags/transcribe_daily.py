@@ -20,6 +20,7 @@ from asr_tasks.config import TRANSCRIPTS_ASSET_URI, get_settings
 PLUGINS = str(Path(__file__).resolve().parent.parent / "plugins")
 if PLUGINS not in sys.path:
     sys.path.append(PLUGINS)  # Airflow puts its plugins folder on the path; plain Python (tests, scripts) does not
+from airflow_store import task_store  # noqa: E402
 from recordings_sensor import RecordingsReadySensor  # noqa: E402
 
 settings = get_settings()
@@ -67,9 +68,8 @@ def transcribe_daily() -> None:
     def sense(ds: str | None = None) -> list[dict[str, Any]]:
         """The logical date's recordings, each with its version-specific id."""
         from asr_tasks.pipeline import sense as sense_day
-        from asr_tasks.storage import open_store
 
-        return [r.to_dict() for r in sense_day(open_store(settings), settings, date.fromisoformat(ds))]
+        return [r.to_dict() for r in sense_day(task_store(settings), settings, date.fromisoformat(ds))]
 
     @task
     def plan_shards(recordings: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -85,28 +85,25 @@ def transcribe_daily() -> None:
         """Probe, decode per channel, VAD-cut the shard's recordings; bad input is quarantined, not raised."""
         from asr_tasks.models import Recording
         from asr_tasks.pipeline import preprocess_shard, to_xcom
-        from asr_tasks.storage import open_store
 
         _name_shard(shard)
-        return to_xcom(preprocess_shard([Recording.from_dict(r) for r in shard], open_store(settings), settings))
+        return to_xcom(preprocess_shard([Recording.from_dict(r) for r in shard], task_store(settings), settings))
 
     @task(pool=settings.gpu_pool, queue=settings.gpu_queue, map_index_template="{{ shard_name }}")
     def transcribe(results: list[dict[str, Any]]) -> dict[str, float]:
         """One loaded model over the whole shard: a raw transcript per recording."""
         from asr_tasks.pipeline import from_xcom, preprocessed_prefixes, transcribe_shard
-        from asr_tasks.storage import open_store
 
         _name_shard(results)
-        return transcribe_shard(preprocessed_prefixes(from_xcom(results)), open_store(settings), settings)
+        return transcribe_shard(preprocessed_prefixes(from_xcom(results)), task_store(settings), settings)
 
     @task(map_index_template="{{ shard_name }}")
     def gate(results: list[dict[str, Any]]) -> dict[str, Any]:
         """The quality gate over the shard's raw transcripts: a gated transcript per recording, for the index."""
         from asr_tasks.pipeline import from_xcom, gate_shard
-        from asr_tasks.storage import open_store
 
         _name_shard(results)
-        return {"results": results, "gated": gate_shard(from_xcom(results), open_store(settings), settings)}
+        return {"results": results, "gated": gate_shard(from_xcom(results), task_store(settings), settings)}
 
     @task_group
     def shard(recordings: list[dict[str, Any]]) -> Any:
@@ -124,10 +121,9 @@ def transcribe_daily() -> None:
         """
         from asr_tasks.index import open_index
         from asr_tasks.pipeline import from_xcom, index_results
-        from asr_tasks.storage import open_store
 
         rows = [row for shard in _shard_values(shards) for row in shard["results"]]
-        counts = index_results(from_xcom(rows), open_store(settings), open_index(settings), settings)
+        counts = index_results(from_xcom(rows), task_store(settings), open_index(settings), settings)
         outlet_events[TRANSCRIPTS].extra = {"call_date": ds, **counts}
         return counts
 

@@ -33,10 +33,12 @@ class RecordingsReadySensor(BaseSensorOperator):
         self.day = day
 
     def poke(self, context: Any) -> bool:
+        from airflow_store import task_store
+
         from asr_tasks.config import get_settings
-        from asr_tasks.storage import open_store, recordings_ready
+        from asr_tasks.storage import recordings_ready
 
         settings = get_settings()
-        readiness = recordings_ready(open_store(settings), settings, date.fromisoformat(self.day))
+        readiness = recordings_ready(task_store(settings), settings, date.fromisoformat(self.day))
         self.log.info("%s (%s check): %s", self.day, settings.ready_check, readiness.detail)
         return readiness.ready

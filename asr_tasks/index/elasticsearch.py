@@ -34,7 +34,6 @@ import hashlib
 import json
 import logging
 import re
-import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, TypeVar, get_args
 
@@ -43,6 +42,7 @@ from elastic_transport import ConnectionTimeout, HttpHeaders, TlsError, Urllib3H
 from elastic_transport.client_utils import DEFAULT, DefaultType
 from elasticsearch import ApiError, BadRequestError, Elasticsearch, NotFoundError, helpers
 
+from asr_tasks import retry
 from asr_tasks.config import PROJECT_ROOT, EsRefresh, Settings
 from asr_tasks.index import TranscriptIndex, transcript_summary
 from asr_tasks.index.query import (
@@ -193,21 +193,25 @@ class ElasticsearchIndex(TranscriptIndex):
 
     def _call(self, fn: Callable[[], T], statuses: tuple[int, ...] = RETRY_STATUSES) -> T:
         """Run one request, retrying overload (429), server errors and lost connections with back-off."""
-        for attempt in range(self.max_retries + 1):
-            try:
-                return fn()
-            except ApiError as exc:
-                if exc.status_code not in statuses or attempt == self.max_retries:
-                    raise ElasticsearchIndexError(f"Elasticsearch: {exc}{_missing_module(exc)}") from exc
-                reason = f"HTTP {exc.status_code}"
-            except (TransportConnectionError, ConnectionTimeout) as exc:
-                if isinstance(exc, TlsError) or attempt == self.max_retries:  # a certificate does not heal
-                    raise ElasticsearchIndexError(f"Elasticsearch unreachable: {exc.message}") from exc
-                reason = f"{type(exc).__name__}: {exc.message}"
-            delay = min(self.retry_backoff * 2**attempt, 60.0)
-            log.warning("Elasticsearch: %s, retrying in %.1f s (%d/%d)", reason, delay, attempt + 1, self.max_retries)
-            time.sleep(delay)
-        raise AssertionError("unreachable")
+
+        def transient(exc: BaseException) -> bool:
+            if isinstance(exc, ApiError):
+                return exc.status_code in statuses
+            # a certificate does not heal
+            return isinstance(exc, (TransportConnectionError, ConnectionTimeout)) and not isinstance(exc, TlsError)
+
+        def reason(exc: BaseException) -> str:
+            if isinstance(exc, ApiError):
+                return f"HTTP {exc.status_code}"
+            return f"{type(exc).__name__}: {getattr(exc, 'message', exc)}"
+
+        try:
+            return retry.policy("Elasticsearch", transient, self.max_retries, self.retry_backoff, jitter=False,
+                                reason=reason, logger=log)(fn)
+        except ApiError as exc:
+            raise ElasticsearchIndexError(f"Elasticsearch: {exc}{_missing_module(exc)}") from exc
+        except (TransportConnectionError, ConnectionTimeout) as exc:
+            raise ElasticsearchIndexError(f"Elasticsearch unreachable: {exc.message}") from exc
 
     def _search(self, kind: str, **body: Any) -> dict[str, Any]:
         response = self._call(lambda: self.client.search(
