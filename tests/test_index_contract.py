@@ -293,3 +293,20 @@ def test_a_missing_analysis_module_is_named(settings: Settings, es_cluster: EsCl
         finally:
             for kind in ("segments", "recordings", "findings"):
                 idx.client.options(ignore_status=404).indices.delete_index_template(name=f"{prefix}-{kind}")
+
+
+def test_one_recordings_segments_in_the_order_they_were_said(index: TranscriptIndex) -> None:
+    rec = _recording(EN_KEY, agent="AG-2")
+    segments = index.segments(rec.recording_id)
+    assert [(s.recording_id, s.channel, s.speaker, s.start, s.end, s.text[:5]) for s in segments] == [
+        (rec.recording_id, 0, "agent", 0.5, 6.0, "I can"), (rec.recording_id, 1, "customer", 6.5, 8.0, "What ")]
+    assert index.segments("0" * 24) == []
+
+
+def test_a_deleted_recording_leaves_the_view(index: TranscriptIndex) -> None:
+    zh = _recording(ZH_KEY, agent="AG-1")
+    assert index.delete_recording("recordings", ZH_KEY) == 1
+    assert spans(index, "保证收益") == {(OLD_KEY, 3.0)}  # the other recordings stay
+    assert index.recording(zh.recording_id) is None and index.segments(zh.recording_id) == []
+    assert index.states("2026-11-27") == []
+    assert index.delete_recording("recordings", ZH_KEY) == 0

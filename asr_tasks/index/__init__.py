@@ -7,7 +7,7 @@ from typing import Any
 
 from asr_tasks.config import Settings
 from asr_tasks.index.query import AgentDayCount, CursorError, Filters, IndexBackendError, SearchPage
-from asr_tasks.models import Quarantine, SearchHit, Transcript
+from asr_tasks.models import Quarantine, Recording, SearchHit, Segment, Transcript
 
 __all__ = ["AgentDayCount", "CursorError", "Filters", "IndexBackendError", "SearchPage", "TranscriptIndex", "open_index"]
 
@@ -20,6 +20,14 @@ class TranscriptIndex(ABC):
 
     @abstractmethod
     def record_quarantine(self, quarantine: Quarantine) -> None: ...
+
+    @abstractmethod
+    def delete_recording(self, bucket: str, key: str) -> int:
+        """Take every version of the object out of the view; how many recordings went (0 or 1)."""
+
+    @abstractmethod
+    def segments(self, recording_id: str) -> list[Segment]:
+        """One recording's segments in the order they were said."""
 
     def search(
         self,
@@ -59,6 +67,17 @@ class TranscriptIndex(ABC):
 
     @abstractmethod
     def findings(self, call_date: str) -> list[dict[str, Any]]: ...
+
+
+RECORDING_FIELDS = ("recording_id", "bucket", "key", "etag", "size", "call_id", "call_date", "agent_id", "customer_id",
+                    "direction", "started_at")
+
+
+def recording_fields(rec: Recording) -> dict[str, Any]:
+    """A recording's own fields as both backends store them (no call date: None)."""
+    fields = {name: getattr(rec, name) for name in RECORDING_FIELDS}
+    fields["call_date"] = fields["call_date"] or None
+    return fields
 
 
 def transcript_summary(transcript: Transcript) -> dict[str, Any]:

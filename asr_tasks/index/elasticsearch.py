@@ -44,7 +44,7 @@ from elasticsearch import ApiError, BadRequestError, Elasticsearch, NotFoundErro
 
 from asr_tasks import retry
 from asr_tasks.config import PROJECT_ROOT, EsRefresh, Settings
-from asr_tasks.index import TranscriptIndex, transcript_summary
+from asr_tasks.index import TranscriptIndex, recording_fields, transcript_summary
 from asr_tasks.index.query import (
     HL_CLOSE,
     HL_OPEN,
@@ -58,7 +58,7 @@ from asr_tasks.index.query import (
     to_elasticsearch,
 )
 from asr_tasks.index.query import parse as parse_query
-from asr_tasks.models import Quarantine, Recording, SearchHit, Transcript
+from asr_tasks.models import Quarantine, Recording, SearchHit, Segment, Transcript
 
 log = logging.getLogger(__name__)
 
@@ -322,7 +322,7 @@ class ElasticsearchIndex(TranscriptIndex):
     def replace_recording(self, transcript: Transcript) -> int:
         """Index one recording's segments, replacing whatever was indexed for its key before."""
         rec = transcript.recording
-        doc = {**_recording_fields(rec), **transcript_summary(transcript), "updated_at": _now()}
+        doc = {**recording_fields(rec), **transcript_summary(transcript), "updated_at": _now()}
         shared = {k: doc[k] for k in ("recording_id", "bucket", "key", "call_id", "call_date", "started_at",
                                       "agent_id", "customer_id", "direction", "quality", "model", "pipeline_version")}
         now = _now()
@@ -348,7 +348,7 @@ class ElasticsearchIndex(TranscriptIndex):
 
     def record_quarantine(self, quarantine: Quarantine) -> None:
         doc = {
-            **_recording_fields(quarantine.recording),
+            **recording_fields(quarantine.recording),
             "pipeline_version": quarantine.pipeline_version,
             "state": quarantine.state,
             "reason": quarantine.reason,
@@ -357,7 +357,25 @@ class ElasticsearchIndex(TranscriptIndex):
         }
         self._replace(quarantine.recording, doc, [])
 
+    def delete_recording(self, bucket: str, key: str) -> int:
+        """The key's recording document and its segments, by id (their count is in the recording document)."""
+        rid = key_id(bucket, key)
+        hits = self._search("recordings", query={"ids": {"values": [rid]}}, size=1)["hits"]["hits"]
+        if not hits:
+            return 0
+        rec_index = hits[0]["_index"]
+        seg_index = rec_index.replace(f"{self.prefix}-recordings-", f"{self.prefix}-segments-", 1)
+        count = int(hits[0]["_source"].get("segments") or 0)
+        actions = [{"_op_type": "delete", "_index": seg_index, "_id": f"{rid}-{seq:05d}"} for seq in range(count)]
+        actions.append({"_op_type": "delete", "_index": rec_index, "_id": rid})
+        self._bulk(actions, f"{bucket}/{key}")
+        return 1
+
     # reading
+
+    def segments(self, recording_id: str) -> list[Segment]:
+        return [Segment.from_dict(src) for src in self._scan("segments", {"term": {"recording_id": recording_id}},
+                                                             [{"seq": "asc"}])]
 
     def recording(self, recording_id: str) -> dict[str, Any] | None:
         """The current recording document with this id (bucket, key, call date, state, ...)."""
@@ -504,14 +522,6 @@ def _row(src: dict[str, Any]) -> dict[str, Any]:
     row = dict(src)
     row["quality_failures"] = ",".join(src.get("quality_failures") or []) or None
     return row
-
-
-def _recording_fields(rec: Recording) -> dict[str, Any]:
-    keep = ("recording_id", "bucket", "key", "etag", "size", "call_id", "call_date", "agent_id", "customer_id",
-            "direction", "started_at")
-    doc = {k: getattr(rec, k) for k in keep}
-    doc["call_date"] = doc["call_date"] or None
-    return doc
 
 
 def connect(settings: Settings) -> Elasticsearch:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from asr_tasks.text import CJK_RANGES
-from asr_tasks.index import TranscriptIndex, transcript_summary
+from asr_tasks.index import TranscriptIndex, recording_fields, transcript_summary
 from asr_tasks.index.query import (
     HL_CLOSE,
     HL_OPEN,
@@ -31,7 +31,7 @@ from asr_tasks.index.query import (
     to_fts5,
 )
 from asr_tasks.index.query import parse as parse_query
-from asr_tasks.models import Quarantine, SearchHit, Transcript
+from asr_tasks.models import Quarantine, SearchHit, Segment, Transcript
 
 _CJK_CHAR = re.compile(f"([{CJK_RANGES}])")
 SCHEMA = """
@@ -124,19 +124,23 @@ class SqliteIndex(TranscriptIndex):
         db.row_factory = sqlite3.Row
         return db
 
-    def _replace_recording_row(self, db: sqlite3.Connection, row: dict[str, Any]) -> None:
-        """Drop every earlier version of the same object (any ETag), then write this one."""
+    @staticmethod
+    def _delete_versions(db: sqlite3.Connection, bucket: str, key: str, recording_id: str = "") -> int:
+        """Drop every version of the object (any ETag), and the recording with this id; how many went."""
         old = [r[0] for r in db.execute(
             "SELECT recording_id FROM recordings WHERE (bucket = ? AND key = ?) OR recording_id = ?",
-            (row["bucket"], row["key"], row["recording_id"]),
+            (bucket, key, recording_id),
         )]
-        for recording_id in old:
-            db.execute(
-                "DELETE FROM segments_fts WHERE rowid IN (SELECT rowid FROM segments WHERE recording_id = ?)",
-                (recording_id,),
-            )
-            db.execute("DELETE FROM segments WHERE recording_id = ?", (recording_id,))
-            db.execute("DELETE FROM recordings WHERE recording_id = ?", (recording_id,))
+        for rid in old:
+            db.execute("DELETE FROM segments_fts WHERE rowid IN (SELECT rowid FROM segments WHERE recording_id = ?)",
+                       (rid,))
+            db.execute("DELETE FROM segments WHERE recording_id = ?", (rid,))
+            db.execute("DELETE FROM recordings WHERE recording_id = ?", (rid,))
+        return len(old)
+
+    def _replace_recording_row(self, db: sqlite3.Connection, row: dict[str, Any]) -> None:
+        """Drop every earlier version of the same object (any ETag), then write this one."""
+        self._delete_versions(db, row["bucket"], row["key"], row["recording_id"])
         row["updated_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         cols = ", ".join(f'"{c}"' for c in row)
         db.execute(f"INSERT INTO recordings ({cols}) VALUES ({', '.join('?' * len(row))})", list(row.values()))
@@ -144,7 +148,7 @@ class SqliteIndex(TranscriptIndex):
     def replace_recording(self, transcript: Transcript) -> int:
         """Index one recording's segments, replacing whatever was indexed for it before."""
         rec = transcript.recording
-        row = {**_recording_columns(rec.to_dict()), **transcript_summary(transcript)}
+        row = {**recording_fields(rec), **transcript_summary(transcript)}
         row["quality_failures"] = ",".join(row["quality_failures"]) or None
         with closing(self._connect()) as db, db:
             self._replace_recording_row(db, row)
@@ -161,7 +165,7 @@ class SqliteIndex(TranscriptIndex):
 
     def record_quarantine(self, quarantine: Quarantine) -> None:
         row = {
-            **_recording_columns(quarantine.recording.to_dict()),
+            **recording_fields(quarantine.recording),
             "pipeline_version": quarantine.pipeline_version,
             "state": quarantine.state,
             "reason": quarantine.reason,
@@ -210,7 +214,7 @@ class SqliteIndex(TranscriptIndex):
             hits.append(SearchHit(
                 recording_id=row["recording_id"],
                 key=row["key"],
-                call_date=row["call_date"],
+                call_date=row["call_date"] or "",
                 speaker=row["speaker"],
                 channel=row["channel"],
                 start=row["start"],
@@ -266,6 +270,16 @@ class SqliteIndex(TranscriptIndex):
             row = db.execute("SELECT * FROM recordings WHERE recording_id = ?", (recording_id,)).fetchone()
         return None if row is None else dict(row)
 
+    def delete_recording(self, bucket: str, key: str) -> int:
+        with closing(self._connect()) as db, db:
+            return self._delete_versions(db, bucket, key)
+
+    def segments(self, recording_id: str) -> list[Segment]:
+        with closing(self._connect()) as db:
+            rows = db.execute('SELECT recording_id, channel, speaker, start, "end", text, avg_logprob, no_speech_prob,'
+                              " language FROM segments WHERE recording_id = ? ORDER BY seq", (recording_id,))
+            return [Segment(**dict(row)) for row in rows]
+
     def states(self, call_date: str | None = None) -> list[dict[str, Any]]:
         """Every recording's state and failure reason, for status reports."""
         sql = ("SELECT recording_id, key, call_date, state, reason, quality, quality_failures, segments, model,"
@@ -295,9 +309,3 @@ class SqliteIndex(TranscriptIndex):
     def segment_count(self) -> int:
         with closing(self._connect()) as db:
             return int(db.execute("SELECT count(*) FROM segments").fetchone()[0])
-
-
-def _recording_columns(rec: dict[str, Any]) -> dict[str, Any]:
-    keep = ("recording_id", "bucket", "key", "etag", "size", "call_id", "call_date", "agent_id", "customer_id",
-            "direction", "started_at")
-    return {k: rec.get(k) for k in keep}
