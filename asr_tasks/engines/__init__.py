@@ -159,7 +159,13 @@ def _engine_key(settings: Settings) -> tuple[object, ...]:
 
 
 def get_engine(settings: Settings) -> AsrEngine:
-    """The configured engine, loaded (and warmed up) once per worker process and reused across tasks."""
+    """The configured engine, loaded (and warmed up) once per worker process and reused across tasks.
+
+    Engines are handed the term dictionary's hotwords (post-processing owns the dictionary); they are
+    fixed when the model loads, so the dictionary is part of the cache key.
+    """
+    from asr_tasks.postprocess import hotwords
+
     key = _engine_key(settings)
     if key not in _loaded:
         if settings.engine not in ENGINES:
@@ -172,7 +178,7 @@ def get_engine(settings: Settings) -> AsrEngine:
                 raise ValueError(f"engine ctranslate2 runs model_family whisper only, not {settings.model_family!r}")
             from asr_tasks.engines.ctranslate2 import CTranslate2Whisper
 
-            engine = CTranslate2Whisper(settings)
+            engine = CTranslate2Whisper(settings, hotwords(settings))
         else:
             try:
                 from asr_tasks.engines.transformers import load_transformers_engine
@@ -183,6 +189,6 @@ def get_engine(settings: Settings) -> AsrEngine:
                     f"engine transformers needs {' and '.join(TRANSFORMERS_PACKAGES)}, and {exc.name} is not "
                     "installed: pip install -r requirements-transformers.txt -c constraints.txt"
                 ) from exc
-            engine = load_transformers_engine(settings)
+            engine = load_transformers_engine(settings, hotwords(settings))
         _loaded[key] = engine
     return _loaded[key]

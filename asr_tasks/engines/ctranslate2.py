@@ -31,7 +31,6 @@ from asr_tasks.engines.packing import (
     window_audio,
 )
 from asr_tasks.models import AudioChunk
-from asr_tasks.postprocess import hotwords
 
 REQUIRED_FILES = ("model.bin", "config.json", "tokenizer.json")
 _CHECKED_TOKENS = ("<|endoftext|>", "<|startoftranscript|>", "<|transcribe|>", "<|notimestamps|>")
@@ -67,7 +66,7 @@ def _vocabulary(model_dir: Path) -> list[str]:
 
 
 class CTranslate2Whisper(WindowedWhisper):
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, hotwords: str | None = None) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import ctranslate2
         from faster_whisper import WhisperModel
@@ -77,7 +76,7 @@ class CTranslate2Whisper(WindowedWhisper):
         self.settings = settings
         self.model_name = model_tag(settings)
         self.batch_size = settings.batch_size
-        self.hotwords = hotwords(settings)  # the term dictionary's spellings bias decoding towards them
+        self.hotwords = hotwords  # the term dictionary's spellings bias decoding towards them
         self.lease = acquire_device(settings)
         self.device = self.lease.torch_device
         try:

@@ -42,7 +42,6 @@ from asr_tasks.engines.packing import (  # noqa: E402
     window_audio,
 )
 from asr_tasks.models import AudioChunk, Segment  # noqa: E402
-from asr_tasks.postprocess import hotwords  # noqa: E402
 
 MODEL_TYPES = {"whisper": "whisper", "qwen3_asr": "qwen3_asr"}
 HOP = 160  # samples per mel frame at 16 kHz
@@ -103,10 +102,10 @@ def _has_chat_template(model_dir: Path) -> bool:
     return any("chat_template" in _json(model_dir / name) for name in names)
 
 
-def load_transformers_engine(settings: Settings) -> AsrEngine:
+def load_transformers_engine(settings: Settings, hotwords: str | None = None) -> AsrEngine:
     if settings.model_family == "qwen3_asr":
-        return TransformersQwen3Asr(settings)
-    return TransformersWhisper(settings)
+        return TransformersQwen3Asr(settings, hotwords)
+    return TransformersWhisper(settings, hotwords)
 
 
 class _Loaded:
@@ -197,7 +196,7 @@ class _TransformersModel:
 
 
 class TransformersWhisper(_TransformersModel, WindowedWhisper):
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, hotwords: str | None = None) -> None:
         loaded = _Loaded(settings, "WhisperForConditionalGeneration")
         self._adopt(loaded, settings)
         generation = self.model.generation_config
@@ -216,7 +215,7 @@ class TransformersWhisper(_TransformersModel, WindowedWhisper):
         self.multilingual = bool(getattr(generation, "is_multilingual", False))
         self.eot = int(generation.eos_token_id if isinstance(generation.eos_token_id, int)
                        else generation.eos_token_id[0])
-        words = hotwords(settings)
+        words = hotwords
         self.prompt_ids = self.processor.get_prompt_ids(words, return_tensors="pt") if words else None
         # decoder positions left after <|startoftranscript|><|lang|><|transcribe|><|notimestamps|> and the hotwords
         self.max_budget = self.model.config.max_target_positions - 4 - (
@@ -330,7 +329,7 @@ class TransformersWhisper(_TransformersModel, WindowedWhisper):
 class TransformersQwen3Asr(_TransformersModel, AsrEngine):
     """Qwen3-ASR over length-sorted buckets; the language is forced (``language``) or read from the output."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, hotwords: str | None = None) -> None:
         loaded = _Loaded(settings, "Qwen3ASRForConditionalGeneration")
         self._adopt(loaded, settings)
         config = self.model.config
@@ -350,7 +349,7 @@ class TransformersQwen3Asr(_TransformersModel, AsrEngine):
         self.codes = {name.lower(): code for code, name in LANGUAGE_CODE_TO_NAME.items()}
         eos = config.eos_token_id
         self.stop_ids = {int(t) for t in (eos if isinstance(eos, (list, tuple)) else [eos])}
-        self.context = hotwords(settings)  # Qwen3-ASR reads context and hotwords from the system prompt
+        self.context = hotwords  # Qwen3-ASR reads context and hotwords from the system prompt
         self._warm_up()
 
     def _warm_up(self) -> None:
