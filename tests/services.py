@@ -17,6 +17,7 @@ missing). ``python tests/services.py prepare`` fetches and builds ahead of a run
 from __future__ import annotations
 
 import argparse
+import base64
 import glob
 import os
 import pwd
@@ -298,8 +299,6 @@ xpack.security.http.ssl.certificate_authorities: [certs/ca.pem]
                     f"https://127.0.0.1:{http_port}", ids, env)
     server.env = env
     context = ssl.create_default_context(cafile=str(ca))
-    import base64
-
     auth = {"Authorization": "Basic " + base64.b64encode(f"asr:{password}".encode()).decode()}
     server.wait_until(lambda: _http_ok(f"{server.url}/_cluster/health?wait_for_status=yellow&timeout=1s",
                                        context, auth), wait_seconds)
