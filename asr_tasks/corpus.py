@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from asr_tasks.config import PROJECT_ROOT, Settings
+from asr_tasks.config import PROJECT_ROOT, StorageSettings
 from asr_tasks.storage import ObjectStore, day_prefix
 
 JFK = PROJECT_ROOT / "tests" / "data" / "jfk.flac"
@@ -130,7 +130,7 @@ def _silence(path: Path, seconds: float) -> None:
         wav.writeframes(np.zeros(int(seconds * 8000), dtype="<i2").tobytes())
 
 
-def write_demo_corpus(store: ObjectStore, settings: Settings, day: date) -> list[str]:
+def write_demo_corpus(store: ObjectStore, settings: StorageSettings, day: date) -> list[str]:
     """Write the day's recordings (and sidecars) into the recordings bucket; returns their keys."""
     prefix = day_prefix(settings, day)
     bucket = settings.recordings_bucket

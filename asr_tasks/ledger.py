@@ -41,7 +41,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from asr_tasks.config import PROJECT_ROOT, Settings
+from asr_tasks.config import PROJECT_ROOT, LedgerSettings
 from asr_tasks.models import INDEXED, NEEDS_REVIEW, QUARANTINED, Recording
 
 log = logging.getLogger(__name__)
@@ -244,7 +244,7 @@ def _as_utc(value: datetime) -> datetime:
 _open: dict[tuple[str, int], Ledger] = {}
 
 
-def open_ledger(settings: Settings) -> Ledger:
+def open_ledger(settings: LedgerSettings) -> Ledger:
     """The configured ledger, opened once per process (a forked worker opens its own)."""
     key = (settings.ledger_url, os.getpid())
     if key not in _open:

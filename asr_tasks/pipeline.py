@@ -30,7 +30,7 @@ import numpy as np
 
 from asr_tasks import PIPELINE_VERSION, quality
 from asr_tasks.audio import InvalidAudio, decode, pcm_duration, probe, read_pcm
-from asr_tasks.config import Settings, get_settings
+from asr_tasks.config import AirflowSettings, AudioSettings, Settings, get_settings
 from asr_tasks.engines import AsrEngine, get_engine, model_tag
 from asr_tasks.index import TranscriptIndex
 from asr_tasks.ledger import FINAL_STATES, PREPROCESSED, TRANSCRIBED, open_ledger
@@ -46,7 +46,7 @@ from asr_tasks.models import (
     Segment,
     Transcript,
 )
-from asr_tasks.postprocess import postprocess_segments, stitch
+from asr_tasks.postprocess import hotword_terms, hotwords, postprocess_segments, stitch
 from asr_tasks.storage import ObjectStore, get_json, list_recordings, put_json
 from asr_tasks.vad import cut_chunks, frame_levels, get_vad, speech_regions
 
@@ -81,13 +81,14 @@ def recording_id_of(prefix: str) -> str:
 
 def sense(store: ObjectStore, settings: Settings, day: date) -> list[Recording]:
     """The day's recordings, each entered in the ledger (a new ETag or model version starts its row over)."""
-    recordings = list_recordings(store, settings, day)
-    open_ledger(settings).sensed(recordings, model_tag(settings), PIPELINE_VERSION)
-    log.info("%s: %d recordings under %s", day, len(recordings), settings.recordings_prefix)
+    recordings = list_recordings(store, settings.storage, day)
+    open_ledger(settings.ledger).sensed(recordings, model_tag(settings.asr), PIPELINE_VERSION)
+    log.info("%s: %d recordings under %s", day, len(recordings), settings.storage.recordings_prefix)
     return recordings
 
 
-def preprocess_local(rec: Recording, source: Path, work: Path, settings: Settings) -> tuple[Preprocessed, dict[int, Path]]:
+def preprocess_local(rec: Recording, source: Path, work: Path,
+                     settings: AudioSettings) -> tuple[Preprocessed, dict[int, Path]]:
     """Probe, decode per channel and cut at pauses; raises InvalidAudio for bad input."""
     info = probe(source, settings)
     outputs = decode(source, info, work, settings)
@@ -133,8 +134,8 @@ def preprocess_local(rec: Recording, source: Path, work: Path, settings: Setting
 def preprocess(rec: Recording, store: ObjectStore, settings: Settings) -> StageResult:
     """Preprocess one recording into artefacts, or quarantine it with a reason."""
     prefix = artefact_prefix(rec)
-    bucket = settings.artefacts_bucket
-    ledger = open_ledger(settings)
+    bucket = settings.storage.artefacts_bucket
+    ledger = open_ledger(settings.ledger)
     if store.exists(bucket, f"{prefix}/manifest.json"):
         pre = Preprocessed.from_dict(get_json(store, bucket, f"{prefix}/manifest.json"))
         ledger.advance(rec.recording_id, PREPROCESSED)
@@ -145,11 +146,11 @@ def preprocess(rec: Recording, store: ObjectStore, settings: Settings) -> StageR
         return StageResult(rec.recording_id, rec.key, QUARANTINED, prefix, reason=q.reason)
 
     started = time.monotonic()
-    work_root = settings.path("work_dir")
+    work_root = settings.storage.path("work_dir")
     work_root.mkdir(parents=True, exist_ok=True)
     with store.local_copy(rec.bucket, rec.key) as source, tempfile.TemporaryDirectory(dir=work_root) as work:
         try:
-            pre, pcm_paths = preprocess_local(rec, source, Path(work), settings)
+            pre, pcm_paths = preprocess_local(rec, source, Path(work), settings.audio)
         except InvalidAudio as exc:
             reason = str(exc)
             log.error("%s/%s: quarantined: %s", rec.bucket, rec.key, reason)
@@ -167,7 +168,7 @@ def preprocess(rec: Recording, store: ObjectStore, settings: Settings) -> StageR
     return StageResult(rec.recording_id, rec.key, "preprocessed", prefix, pre.speech_seconds)
 
 
-def plan_shards(recordings: list[Recording], settings: Settings) -> list[list[Recording]]:
+def plan_shards(recordings: list[Recording], settings: AirflowSettings) -> list[list[Recording]]:
     """The day's recordings in shards of at most ``shard_max_recordings`` and ``shard_max_bytes``, in key order.
 
     A shard is one preprocessing task (CPU workers) followed by one transcription
@@ -195,13 +196,13 @@ def preprocess_shard(recordings: list[Recording], store: ObjectStore, settings: 
     releases the GIL. Each recording checkpoints on its own, so a retry of a
     failed shard redoes only what did not finish.
     """
-    workers = settings.preprocess_workers or os.cpu_count() or 1
+    workers = settings.airflow.preprocess_workers or os.cpu_count() or 1
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(recordings)))) as pool:
         return list(pool.map(lambda rec: preprocess(rec, store, settings), recordings))
 
 
-def load_chunks(pres: list[Preprocessed], store: ObjectStore,
-                settings: Settings) -> tuple[list[tuple[AudioChunk, np.ndarray]], list[int]]:
+def load_chunks(pres: list[Preprocessed], store: ObjectStore, bucket: str,
+                sample_rate: int) -> tuple[list[tuple[AudioChunk, np.ndarray]], list[int]]:
     """Every chunk's samples, each with the index of the recording it belongs to."""
     items: list[tuple[AudioChunk, np.ndarray]] = []
     owners: list[int] = []
@@ -210,9 +211,9 @@ def load_chunks(pres: list[Preprocessed], store: ObjectStore,
         for chunk in pre.chunks:
             by_pcm.setdefault(chunk.pcm_key, []).append(chunk)
         for pcm_key, chunks in by_pcm.items():
-            with store.local_copy(settings.artefacts_bucket, pcm_key) as pcm:
+            with store.local_copy(bucket, pcm_key) as pcm:
                 for chunk in chunks:
-                    items.append((chunk, read_pcm(pcm, settings.sample_rate, chunk.start, chunk.end)))
+                    items.append((chunk, read_pcm(pcm, sample_rate, chunk.start, chunk.end)))
                     owners.append(n)
     return items, owners
 
@@ -252,7 +253,7 @@ def build_transcript(
     stitched = stitch(segments)
     languages = Counter(s.language for s in stitched if s.language)
     language = languages.most_common(1)[0][0] if languages else None
-    processed, steps = postprocess_segments(stitched, settings, language)
+    processed, steps = postprocess_segments(stitched, settings.postprocess, language)
     state, reason = INDEXED, None
     if not pre.chunks:
         state, reason = NEEDS_REVIEW, "no speech detected"
@@ -270,17 +271,28 @@ def build_transcript(
         reason=reason,
         postprocess=steps,
     )
-    return quality.gate([transcript], settings)[0] if gate else transcript
+    return gate_transcripts([transcript], settings)[0] if gate else transcript
+
+
+def gate_transcripts(transcripts: list[Transcript], settings: Settings) -> list[Transcript]:
+    """The quality gate, told the dictionary's terms and the language the engine was configured for."""
+    return quality.gate(transcripts, settings.quality, tuple(hotword_terms(settings.postprocess)),
+                        settings.asr.language)
+
+
+def load_engine(settings: Settings) -> AsrEngine:
+    """The configured engine (loaded once per process), handed the term dictionary's hotwords."""
+    return get_engine(settings.asr, hotwords(settings.postprocess))
 
 
 def transcript_key(prefix: str, settings: Settings) -> str:
     """The raw transcript: the engine's text, stitched and post-processed, not yet gated."""
-    return f"{prefix}/transcript.{model_tag(settings)}.json"
+    return f"{prefix}/transcript.{model_tag(settings.asr)}.json"
 
 
 def gated_key(prefix: str, settings: Settings) -> str:
     """The gated transcript: the raw one with the quality gate's outcome; what the index and the audit read."""
-    return f"{prefix}/gated.{model_tag(settings)}.json"
+    return f"{prefix}/gated.{model_tag(settings.asr)}.json"
 
 
 def transcribe_shard(prefixes: list[str], store: ObjectStore, settings: Settings) -> dict[str, float]:
@@ -292,8 +304,8 @@ def transcribe_shard(prefixes: list[str], store: ObjectStore, settings: Settings
     each group's transcripts are written before the next group starts, so a crash
     costs one group and a retry skips what was written.
     """
-    bucket = settings.artefacts_bucket
-    ledger = open_ledger(settings)
+    bucket = settings.storage.artefacts_bucket
+    ledger = open_ledger(settings.ledger)
     done = {"recordings": 0.0, "speech_seconds": 0.0}
     todo: list[Preprocessed] = []
     for prefix in prefixes:
@@ -303,14 +315,15 @@ def transcribe_shard(prefixes: list[str], store: ObjectStore, settings: Settings
         todo.append(Preprocessed.from_dict(get_json(store, bucket, f"{prefix}/manifest.json")))
     if not todo:
         return done
-    engine = get_engine(settings)
+    engine = load_engine(settings)
     groups = speech_groups(todo, engine.work_seconds)
+    rate = settings.audio.sample_rate
     with ThreadPoolExecutor(max_workers=1) as reader:
-        loading = reader.submit(load_chunks, groups[0], store, settings)
+        loading = reader.submit(load_chunks, groups[0], store, bucket, rate)
         for n, group in enumerate(groups):
             items, owners = loading.result()
             if n + 1 < len(groups):
-                loading = reader.submit(load_chunks, groups[n + 1], store, settings)
+                loading = reader.submit(load_chunks, groups[n + 1], store, bucket, rate)
             started = time.monotonic()
             per_recording = transcribe_group(engine, items, owners, len(group))
             elapsed = time.monotonic() - started
@@ -337,19 +350,19 @@ def gate_shard(results: list[StageResult], store: ObjectStore, settings: Setting
     Each outcome is written as the recording's gated transcript, so a retry does not
     validate again; returns how many were gated now.
     """
-    bucket = settings.artefacts_bucket
+    bucket = settings.storage.artefacts_bucket
     prefixes = [r.artefact_prefix for r in results if r.state != QUARANTINED]
     todo = [p for p in prefixes if not store.exists(bucket, gated_key(p, settings))]
     for start in range(0, len(todo), quality.GATE_BATCH):
         batch = todo[start : start + quality.GATE_BATCH]
         raw = [Transcript.from_dict(get_json(store, bucket, transcript_key(p, settings))) for p in batch]
-        for prefix, transcript in zip(batch, quality.gate(raw, settings)):
+        for prefix, transcript in zip(batch, gate_transcripts(raw, settings)):
             put_json(store, bucket, gated_key(prefix, settings), transcript.to_dict())
     return len(todo)
 
 
 def gated_transcript(prefix: str, store: ObjectStore, settings: Settings) -> Transcript:
-    return Transcript.from_dict(get_json(store, settings.artefacts_bucket, gated_key(prefix, settings)))
+    return Transcript.from_dict(get_json(store, settings.storage.artefacts_bucket, gated_key(prefix, settings)))
 
 
 def index_results(
@@ -361,8 +374,8 @@ def index_results(
     the two indexes the recording again (replacing itself). The day's quality report
     is written from the gated transcripts.
     """
-    bucket = settings.artefacts_bucket
-    ledger = open_ledger(settings)
+    bucket = settings.storage.artefacts_bucket
+    ledger = open_ledger(settings.ledger)
     counts: Counter[str] = Counter()
     rows: list[dict[str, Any]] = []
     for result in results:
@@ -388,14 +401,14 @@ def index_results(
                        seconds=time.monotonic() - started, segments=len(transcript.segments))
         counts[transcript.state] += 1
     if counts.keys() - {"unchanged"}:
-        quality.write_reports(rows, store, settings, model_tag(settings))
+        quality.write_reports(rows, store, bucket, settings.quality, model_tag(settings.asr))
     return dict(counts)
 
 
 def final_rows(call_date: str, settings: Settings) -> list[dict[str, Any]]:
     """The ledger's recordings of a day that reached a final state with this pipeline version, in key order."""
-    model = model_tag(settings)
-    return [row for row in open_ledger(settings).rows(call_date)
+    model = model_tag(settings.asr)
+    return [row for row in open_ledger(settings.ledger).rows(call_date)
             if row["state"] in FINAL_STATES and row["pipeline_version"] == PIPELINE_VERSION and row["model"] == model]
 
 
@@ -412,7 +425,7 @@ def reindex_day(call_date: str, store: ObjectStore, index: TranscriptIndex, sett
         prefix = version_prefix(call_date, row["recording_id"])
         if row["state"] == QUARANTINED:
             index.record_quarantine(Quarantine.from_dict(
-                get_json(store, settings.artefacts_bucket, f"{prefix}/quarantine.json")))
+                get_json(store, settings.storage.artefacts_bucket, f"{prefix}/quarantine.json")))
         else:
             index.replace_recording(gated_transcript(prefix, store, settings))
         counts[row["state"]] += 1

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import yaml
 
 from asr_tasks.text import CJK_CHAR, CJK_RANGES
-from asr_tasks.config import ConfigError, Settings
+from asr_tasks.config import ConfigError, PostprocessSettings
 from asr_tasks.models import Segment
 
 _SPACES = re.compile(r"\s+")
@@ -99,7 +99,7 @@ class Term:
         return re.compile(rf"(?<!\w){re.escape(self.wrong)}(?!\w)", re.IGNORECASE)
 
 
-def steps_for(settings: Settings, language: str | None) -> list[str]:
+def steps_for(settings: PostprocessSettings, language: str | None) -> list[str]:
     """The configured steps for one language, in order (``check_steps`` validated them when the settings loaded)."""
     table = settings.postprocess_steps
     return _split(table.get(language or "", table.get(OTHER_LANGUAGES, "")))
@@ -171,7 +171,7 @@ def _parse_terms(files: tuple[tuple[Path, int], ...]) -> tuple[Term, ...]:
     return tuple(sorted(terms.values(), key=lambda t: len(t.wrong), reverse=True))
 
 
-def hotword_terms(settings: Settings, limit: int = 40) -> list[str]:
+def hotword_terms(settings: PostprocessSettings, limit: int = 40) -> list[str]:
     """The dictionary's correct spellings that engines are given as hotwords (none when that is off).
 
     Whisper reads them as preceding text, so only the first ``limit`` distinct ones are used.
@@ -187,7 +187,7 @@ def hotword_terms(settings: Settings, limit: int = 40) -> list[str]:
     return list(dict.fromkeys(t.right for t in terms))[:limit]
 
 
-def hotwords(settings: Settings) -> str | None:
+def hotwords(settings: PostprocessSettings) -> str | None:
     """The hotword prompt for engines that take one (faster-whisper's ``hotwords``), or None."""
     return ", ".join(hotword_terms(settings)) or None
 
@@ -352,7 +352,7 @@ def itn_en(text: str) -> str:
 _ITN: dict[str, Callable[..., str]] = {"zh": itn_zh, "en": itn_en}
 
 
-def postprocess_text(text: str, language: str | None, steps: list[str], settings: Settings) -> str:
+def postprocess_text(text: str, language: str | None, steps: list[str], settings: PostprocessSettings) -> str:
     """One segment's text through the language's steps, in their configured order."""
     for step in steps:
         if step == "t2s":
@@ -371,7 +371,7 @@ def postprocess_text(text: str, language: str | None, steps: list[str], settings
 
 
 def postprocess_segments(
-    segments: list[Segment], settings: Settings, language: str | None = None
+    segments: list[Segment], settings: PostprocessSettings, language: str | None = None
 ) -> tuple[list[Segment], dict[str, list[str]]]:
     """Apply each segment's language steps; keep the model's words in ``text_raw``.
 
@@ -381,7 +381,7 @@ def postprocess_segments(
     applied: dict[str, list[str]] = {}
     result: list[Segment] = []
     for seg in segments:
-        lang = seg.language or language or settings.language
+        lang = seg.language or language
         key = lang or OTHER_LANGUAGES
         if key not in applied:
             applied[key] = steps_for(settings, lang)

@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from asr_tasks.text import CJK_CHAR, CJK_RANGES
 from asr_tasks import PIPELINE_VERSION
-from asr_tasks.config import ConfigError, Settings
+from asr_tasks.config import ConfigError, QualitySettings
 from asr_tasks.models import INDEXED, NEEDS_REVIEW, Transcript
-from asr_tasks.postprocess import hotword_terms
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -317,19 +316,24 @@ def _exception_messages(info: Any) -> list[str]:
     return [m for value in info.values() for m in _exception_messages(value)]
 
 
-def suite_parameters(settings: Settings) -> dict[str, Any]:
-    """Values the suites refer to as ``{"$PARAMETER": name}``."""
-    return {"expected_languages": [settings.language]} if settings.language else {}
+def suite_parameters(language: str | None) -> dict[str, Any]:
+    """Values the suites refer to as ``{"$PARAMETER": name}``: the language the engine was told to expect."""
+    return {"expected_languages": [language]} if language else {}
 
 
-def validate(transcripts: list[Transcript], settings: Settings) -> list[QualityReport]:
-    """Gate many recordings in one run per table; one report per transcript, in order."""
+def validate(transcripts: list[Transcript], settings: QualitySettings, terms: tuple[str, ...] = (),
+             language: str | None = None) -> list[QualityReport]:
+    """Gate many recordings in one run per table; one report per transcript, in order.
+
+    ``terms`` are the dictionary's spellings (a repeated product name is no loop), ``language``
+    the one the engine was configured for, if any.
+    """
     if not transcripts:
         return []
     folder = settings.path("expectations_dir")
-    parameters = suite_parameters(settings)
+    parameters = suite_parameters(language)
     recordings = recording_table(transcripts)
-    segments = segment_table(transcripts, tuple(hotword_terms(settings)))
+    segments = segment_table(transcripts, terms)
     failed_segments = run_suite("segments", segments, folder / SEGMENT_SUITE, parameters)
     failed_recordings = run_suite("recordings", recordings, folder / RECORDING_SUITE, parameters)
     order = [e["meta"]["name"] for s in SUITES for e in _read_suite(folder / s)["expectations"]]
@@ -355,9 +359,10 @@ def apply_report(transcript: Transcript, report: QualityReport) -> Transcript:
                                quality_failures=list(report.failures))
 
 
-def gate(transcripts: list[Transcript], settings: Settings) -> list[Transcript]:
+def gate(transcripts: list[Transcript], settings: QualitySettings, terms: tuple[str, ...] = (),
+         language: str | None = None) -> list[Transcript]:
     """Validate and apply: the transcripts as they are to be indexed."""
-    return [apply_report(t, r) for t, r in zip(transcripts, validate(transcripts, settings))]
+    return [apply_report(t, r) for t, r in zip(transcripts, validate(transcripts, settings, terms, language))]
 
 
 def report_row(t: Transcript) -> dict[str, Any]:
@@ -379,7 +384,7 @@ def report_keys(day: str, model: str) -> tuple[str, str]:
     return f"{base}.csv", f"{base}.html"
 
 
-def render_html(day: str, table: pd.DataFrame, settings: Settings) -> str:
+def render_html(day: str, table: pd.DataFrame, settings: QualitySettings) -> str:
     """A self-contained page: counts, each recording's outcome, and what every expectation checks."""
     folder = settings.path("expectations_dir")
     checks = [
@@ -398,8 +403,9 @@ def render_html(day: str, table: pd.DataFrame, settings: Settings) -> str:
     )
 
 
-def write_reports(rows: list[dict[str, Any]], store: ObjectStore, settings: Settings, model: str) -> list[str]:
-    """Save each call date's quality report (CSV and HTML) in the artefact bucket; returns the keys written."""
+def write_reports(rows: list[dict[str, Any]], store: ObjectStore, bucket: str, settings: QualitySettings,
+                  model: str) -> list[str]:
+    """Save each call date's quality report (CSV and HTML) in ``bucket``; returns the keys written."""
     import pandas as pd
 
     keys: list[str] = []
@@ -409,7 +415,7 @@ def write_reports(rows: list[dict[str, Any]], store: ObjectStore, settings: Sett
     for day, day_rows in sorted(by_day.items()):
         table = pd.DataFrame(day_rows, columns=REPORT_COLUMNS).sort_values("key", kind="stable")
         csv_key, html_key = report_keys(day, model)
-        store.put_bytes(settings.artefacts_bucket, csv_key, table.to_csv(index=False).encode("utf-8"))
-        store.put_bytes(settings.artefacts_bucket, html_key, render_html(day, table, settings).encode("utf-8"))
+        store.put_bytes(bucket, csv_key, table.to_csv(index=False).encode("utf-8"))
+        store.put_bytes(bucket, html_key, render_html(day, table, settings).encode("utf-8"))
         keys += [csv_key, html_key]
     return keys

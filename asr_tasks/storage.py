@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import tenacity
 
 from asr_tasks import retry
-from asr_tasks.config import Settings
+from asr_tasks.config import StorageSettings
 from asr_tasks.models import Recording, recording_id_for
 
 log = logging.getLogger(__name__)
@@ -177,7 +177,7 @@ class MinioConfig:
     region: str | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "MinioConfig":
+    def from_settings(cls, settings: StorageSettings) -> "MinioConfig":
         endpoint, secure = _split_endpoint(settings.minio_endpoint, settings.minio_secure)
         return cls(
             endpoint=endpoint,
@@ -219,7 +219,7 @@ def _split_endpoint(value: str, secure: bool) -> tuple[str, bool]:
     return parts.netloc, parts.scheme == "https"
 
 
-def minio_config(settings: Settings) -> MinioConfig:
+def minio_config(settings: StorageSettings) -> MinioConfig:
     """MinIO's endpoint and keys from the settings (Airflow tasks hand over their connection's instead)."""
     return MinioConfig.from_settings(settings)
 
@@ -238,8 +238,15 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, S3Error):
         return exc.code in _TRANSIENT_CODES or exc.response.status >= 500
     if isinstance(exc, InvalidResponseError):
-        return exc._code >= 500 or exc._code == 429
+        status = response_status(exc)
+        return status is not None and (status >= 500 or status == 429)
     return False
+
+
+def response_status(exc: BaseException) -> int | None:
+    """The HTTP status of a non-XML answer: the client names it only in its message ("Response code: 503")."""
+    found = re.search(r"Response code: (\d{3})", str(exc))
+    return int(found.group(1)) if found else None
 
 
 class MinioStore:
@@ -415,7 +422,7 @@ def _etag(path: Path) -> str:
     return digest.hexdigest()
 
 
-def open_store(settings: Settings, minio: MinioConfig | None = None) -> ObjectStore:
+def open_store(settings: StorageSettings, minio: MinioConfig | None = None) -> ObjectStore:
     """The configured store; ``minio`` overrides the MinIO settings (an Airflow connection, say)."""
     if settings.store_backend == "local":
         return LocalStore(settings.path("store_root"))
@@ -425,7 +432,7 @@ def open_store(settings: Settings, minio: MinioConfig | None = None) -> ObjectSt
     raise ValueError(f"unknown store_backend {settings.store_backend!r} (supported: local, minio)")
 
 
-def day_prefix(settings: Settings, day: date) -> str:
+def day_prefix(settings: StorageSettings, day: date) -> str:
     return f"{settings.recordings_prefix}/{day:%Y/%m/%d}/"
 
 
@@ -439,7 +446,7 @@ class Readiness:
     objects: int | None = None  # keys listed by a quiet-period check
 
 
-def recordings_ready(store: ObjectStore, settings: Settings, day: date, now: datetime | None = None) -> Readiness:
+def recordings_ready(store: ObjectStore, settings: StorageSettings, day: date, now: datetime | None = None) -> Readiness:
     """Whether the day's uploads are complete, at the cost of one stat or one key listing.
 
     ``marker``: the day's ``_READY`` object exists (one stat). ``quiet``: the day is
@@ -473,7 +480,7 @@ def recordings_ready(store: ObjectStore, settings: Settings, day: date, now: dat
 _DAY_KEY = re.compile(r"(?:^|/)(\d{4})/(\d{2})/(\d{2})/[^/]+$")
 
 
-def list_recordings(store: ObjectStore, settings: Settings, day: date) -> list[Recording]:
+def list_recordings(store: ObjectStore, settings: StorageSettings, day: date) -> list[Recording]:
     """The day's recordings with their sidecar metadata; sidecars and markers are skipped."""
     bucket = settings.recordings_bucket
     objects = list(store.list(bucket, day_prefix(settings, day)))

@@ -71,15 +71,15 @@ def create_app(
 
     def get_index() -> TranscriptIndex:
         if state["index"] is None:
-            state["index"] = open_index(settings)
+            state["index"] = open_index(settings.index)
         return state["index"]
 
     def get_store() -> ObjectStore:
         if state["store"] is None:
-            state["store"] = open_store(settings)
+            state["store"] = open_store(settings.storage)
         return state["store"]
 
-    speakers = sorted({*settings.channel_speakers.values(), settings.mono_speaker})
+    speakers = sorted({*settings.audio.channel_speakers.values(), settings.audio.mono_speaker})
 
     @app.get("/", response_class=HTMLResponse)
     def page(

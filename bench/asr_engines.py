@@ -32,17 +32,18 @@ from asr_tasks.pipeline import preprocess_local, transcribe_group
 from asr_tasks.postprocess import stitch
 from asr_tasks.storage import recording_for_file
 
+
 def engine_path(calls: list[Call], settings: Settings, work: Path) -> tuple[list[str], float]:
     """Preprocess every call, then one batched engine call over all chunks; returns texts and preprocess time."""
     from asr_tasks.audio import read_pcm
 
-    engine = get_engine(settings)
+    engine = get_engine(settings.asr)
     started = time.perf_counter()
     items, owners = [], []
     for n, call in enumerate(calls):
-        pre, pcm = preprocess_local(recording_for_file(call.path), call.path, work / str(n), settings)
+        pre, pcm = preprocess_local(recording_for_file(call.path), call.path, work / str(n), settings.audio)
         for chunk in pre.chunks:
-            items.append((chunk, read_pcm(pcm[chunk.channel], settings.sample_rate, chunk.start, chunk.end)))
+            items.append((chunk, read_pcm(pcm[chunk.channel], settings.audio.sample_rate, chunk.start, chunk.end)))
             owners.append(n)
     preprocess_s = time.perf_counter() - started
     per_call = transcribe_group(engine, items, owners, len(calls))
@@ -60,8 +61,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        base = dataclasses.replace(get_settings(), work_dir=str(folder / "work"),
-                                   language=None if args.language == "auto" else args.language)
+        base = get_settings().override(work_dir=str(folder / "work"), language=None if args.language == "auto" else args.language)
         calls = synthesise(folder, args.minutes)
         blocks = [calls[i :: args.blocks] for i in range(args.blocks)]
 
@@ -91,8 +91,8 @@ def main() -> None:
 
         sweep = []
         for size in [int(s) for s in args.batch_sizes.split(",") if s]:
-            settings = dataclasses.replace(base, batch_size=size)
-            get_engine(settings)
+            settings = base.override(batch_size=size)
+            get_engine(settings.asr)
             (_, pre_s), wall = timed(engine_path, blocks[0], settings, folder / f"sweep{size}")
             audio = sum(c.duration for c in blocks[0])
             sweep.append({"batch_size": size, "wall_s": round(wall, 2), "asr_wall_s": round(wall - pre_s, 2),
@@ -106,8 +106,8 @@ def main() -> None:
                    "call_s_min": round(min(c.duration for c in calls), 2),
                    "call_s_max": round(max(c.duration for c in calls), 2), "language": args.language,
                    "sample_rate": 8000},
-        "engine": f"{base.engine} {base.model_family} {base.compute_type} on {base.device}, "
-                  f"beam {base.beam_size}, batch {base.batch_size}, packing {base.pack_windows}",
+        "engine": f"{base.asr.engine} {base.asr.model_family} {base.asr.compute_type} on {base.asr.device}, "
+                  f"beam {base.asr.beam_size}, batch {base.asr.batch_size}, packing {base.asr.pack_windows}",
         "model_load_s": {"naive": round(naive_load, 2), "engine_with_warm_up": round(engine_load, 2)},
         "naive_audio_s_per_wall_s": round(audio_total / naive_wall, 3),
         "batched_audio_s_per_wall_s": round(audio_total / engine_wall, 3),

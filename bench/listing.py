@@ -13,7 +13,6 @@ mode (``quiet``: one key listing; ``marker``: one stat).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import os
@@ -84,7 +83,7 @@ def main() -> int:
         from asr_tasks.storage import MinioStore, open_store, recordings_ready
 
         settings = get_settings()
-        store = open_store(settings)
+        store = open_store(settings.storage)
         assert isinstance(store, MinioStore)
         started = time.perf_counter()
         store.put_bytes(BUCKET, f"{PREFIX}{0:06d}.wav", b"x")  # creates the bucket
@@ -117,10 +116,10 @@ def main() -> int:
 
         # What one poke asks of the server, counted on the client (the sensor's poke body, same store code).
         counter.clear()
-        recordings_ready(store, dataclasses.replace(settings, ready_check="quiet"), DAY)
+        recordings_ready(store, settings.override(ready_check="quiet").storage, DAY)
         quiet_requests = dict(requests)
         counter.clear()
-        recordings_ready(store, dataclasses.replace(settings, ready_check="marker"), DAY)
+        recordings_ready(store, settings.override(ready_check="marker").storage, DAY)
         marker_requests = dict(requests)
 
         figures = {

@@ -84,11 +84,11 @@ def build_day(folder: Path, store_root: Path, args: argparse.Namespace) -> dict[
               for n in range(args.long_calls)]
     settings = get_settings()
     store = LocalStore(store_root)
-    prefix = day_prefix(settings, DAY)
+    prefix = day_prefix(settings.storage, DAY)
     by_key = {}
     for n, call in enumerate(calls):
         key = f"{prefix}call_{n:04d}.wav"
-        store.put_file(settings.recordings_bucket, key, call.path)
+        store.put_file(settings.storage.recordings_bucket, key, call.path)
         by_key[key] = call
     return by_key
 
@@ -139,15 +139,15 @@ def transcript_texts(by_key: dict[str, Call]) -> tuple[dict[str, str], list[Any]
     from asr_tasks.storage import get_json, list_recordings, open_store
 
     settings = get_settings()
-    store = open_store(settings)
-    states = {row["key"]: row["state"] for row in open_index(settings).states(DAY.isoformat())}
+    store = open_store(settings.storage)
+    states = {row["key"]: row["state"] for row in open_index(settings.index).recordings(DAY.isoformat())}
     if sorted(states) != sorted(by_key):
         raise SystemExit(f"{len(by_key)} recordings in the day, {len(states)} in the index")
     texts, manifests = {}, []
-    for rec in list_recordings(store, settings, DAY):
+    for rec in list_recordings(store, settings.storage, DAY):
         prefix = artefact_prefix(rec)
-        manifests.append(Preprocessed.from_dict(get_json(store, settings.artefacts_bucket, f"{prefix}/manifest.json")))
-        transcript = Transcript.from_dict(get_json(store, settings.artefacts_bucket, transcript_key(prefix, settings)))
+        manifests.append(Preprocessed.from_dict(get_json(store, settings.storage.artefacts_bucket, f"{prefix}/manifest.json")))
+        transcript = Transcript.from_dict(get_json(store, settings.storage.artefacts_bucket, transcript_key(prefix, settings)))
         texts[rec.key] = " ".join(s.text for s in sorted(transcript.segments, key=lambda s: s.start))
     return texts, manifests
 
@@ -155,13 +155,13 @@ def transcript_texts(by_key: dict[str, Call]) -> tuple[dict[str, str], list[Any]
 def engine_alone(manifests: list[Any]) -> tuple[float, int]:
     """Wall seconds of one ``transcribe_batch`` over every chunk of the day, read into memory beforehand."""
     from asr_tasks.config import get_settings
-    from asr_tasks.engines import get_engine
-    from asr_tasks.pipeline import load_chunks
+    from asr_tasks.pipeline import load_chunks, load_engine
     from asr_tasks.storage import open_store
 
     settings = get_settings()
-    engine = get_engine(settings)  # the instance the DAG's transcription task loaded
-    items, _ = load_chunks(manifests, open_store(settings), settings)
+    engine = load_engine(settings)  # the instance the DAG's transcription task loaded
+    items, _ = load_chunks(manifests, open_store(settings.storage), settings.storage.artefacts_bucket,
+                           settings.audio.sample_rate)
     _, wall = timed(engine.transcribe_batch, items)
     return wall, len(items)
 
@@ -169,9 +169,9 @@ def engine_alone(manifests: list[Any]) -> tuple[float, int]:
 def packing_stats() -> dict[str, float]:
     """What packing did in the DAG's transcription tasks (they ran in this process): the fallbacks among them."""
     from asr_tasks.config import get_settings
-    from asr_tasks.engines import get_engine
+    from asr_tasks.pipeline import load_engine
 
-    return get_engine(get_settings()).packing_stats.as_dict()  # type: ignore[attr-defined]
+    return load_engine(get_settings()).packing_stats.as_dict()  # type: ignore[attr-defined]
 
 
 def per_task(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -222,9 +222,9 @@ def main() -> None:
         "day": {"recordings": len(by_key), "short_calls": args.short_calls, "long_calls": args.long_calls,
                 "audio_s": round(audio, 1), "speech_s": round(sum(m.speech_seconds for m in manifests), 1),
                 "chunks": chunks},
-        "engine": f"{settings.engine} {settings.model_family} {settings.compute_type} on {settings.device}, "
-                  f"beam {settings.beam_size}, batch {settings.batch_size}, packing {settings.pack_windows}, "
-                  f"language {settings.language or 'detected'}",
+        "engine": f"{settings.asr.engine} {settings.asr.model_family} {settings.asr.compute_type} on {settings.asr.device}, "
+                  f"beam {settings.asr.beam_size}, batch {settings.asr.batch_size}, packing {settings.asr.pack_windows}, "
+                  f"language {settings.asr.language or 'detected'}",
         "pipeline": {"wall_s": round(pipeline_wall, 1), "audio_s_per_wall_s": round(pipeline_rate, 3),
                      "task_instances": len(meter.rows), "tasks": tasks,
                      "outside_tasks_s": round(pipeline_wall - sum(r["seconds"] for r in meter.rows), 1)},

@@ -14,7 +14,6 @@ the worker process (ffmpeg runs in child processes; their peak is shown apart).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import resource
@@ -106,7 +105,7 @@ def worker(store_root: str, work_dir: str) -> None:
     from asr_tasks.pipeline import preprocess, sense
     from asr_tasks.storage import LocalStore, get_json
 
-    settings = dataclasses.replace(get_settings(), store_root=store_root, work_dir=work_dir)
+    settings = get_settings().override(store_root=store_root, work_dir=work_dir)
     store = LocalStore(Path(store_root))
     (rec,) = sense(store, settings, DAY)
     t0 = time.perf_counter()
@@ -114,7 +113,7 @@ def worker(store_root: str, work_dir: str) -> None:
     wall = time.perf_counter() - t0
     if result.state != "preprocessed":
         raise SystemExit(f"{rec.key}: {result.state}: {result.reason}")
-    pre = Preprocessed.from_dict(get_json(store, settings.artefacts_bucket, f"{result.artefact_prefix}/manifest.json"))
+    pre = Preprocessed.from_dict(get_json(store, settings.storage.artefacts_bucket, f"{result.artefact_prefix}/manifest.json"))
     print(json.dumps({
         "audio_seconds": pre.duration,
         "wall_seconds": round(wall, 2),

@@ -16,7 +16,6 @@ with ``es_refresh: false`` as a backfill would, then refreshes once.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import random
 import statistics
@@ -117,11 +116,8 @@ def main() -> None:
         import services
 
         node = services.start_elasticsearch(heap=args.es_heap)
-        settings = dataclasses.replace(
-            Settings(), index_backend="elasticsearch", es_url=node.url, es_username=node.username,
-            es_password=node.password, es_ca_certs=node.ca_certs, es_analyzer="standard",
-            es_english_stemmer="hunspell", es_index_prefix="bench", es_refresh="false")
-        index = open_index(settings)
+        settings = Settings().override(index_backend="elasticsearch", es_url=node.url, es_username=node.username, es_password=node.password, es_ca_certs=node.ca_certs, es_analyzer="standard", es_english_stemmer="hunspell", es_index_prefix="bench", es_refresh="false")
+        index = open_index(settings.index)
         assert isinstance(index, ElasticsearchIndex)
         build_seconds = build(index, args.segments)
         started = time.perf_counter()

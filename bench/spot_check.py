@@ -69,8 +69,8 @@ def main() -> None:
     report = {
         "calls": len(calls),
         "audio_s": round(sum(c.duration for c in calls), 1),
-        "engine": f"{settings.engine} {settings.model_family} {settings.compute_type} on {settings.device}, "
-                  f"beam {settings.beam_size}",
+        "engine": f"{settings.asr.engine} {settings.asr.model_family} {settings.asr.compute_type} on {settings.asr.device}, "
+                  f"beam {settings.asr.beam_size}",
         "rounds": args.rounds,
         "bare_engine_wall_s": round(statistics.median(bare_s), 2),
         "spot_check_wall_s": round(statistics.median(spot_s), 2),

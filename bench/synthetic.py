@@ -129,15 +129,15 @@ class Naive:
         from faster_whisper import WhisperModel
 
         self.settings = settings
-        self.model = WhisperModel(str(settings.path("model_dir")), device=settings.device,
-                                  compute_type=settings.compute_type, cpu_threads=settings.cpu_threads,
+        self.model = WhisperModel(str(settings.asr.path("model_dir")), device=settings.asr.device,
+                                  compute_type=settings.asr.compute_type, cpu_threads=settings.asr.cpu_threads,
                                   local_files_only=True)
 
     def run(self, calls: list[Call]) -> list[str]:
         texts = []
         for call in calls:
-            segments, _ = self.model.transcribe(str(call.path), language=self.settings.language,
-                                                beam_size=self.settings.beam_size)
+            segments, _ = self.model.transcribe(str(call.path), language=self.settings.asr.language,
+                                                beam_size=self.settings.asr.beam_size)
             texts.append(" ".join(s.text.strip() for s in segments))
         return texts
 

@@ -13,33 +13,31 @@ with some margin: a budget under it cuts a fast speaker's words off.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import statistics
 import tempfile
 from pathlib import Path
 
 from synthetic import print_report, synthesise
 
+from asr_tasks.audio import read_pcm
 from asr_tasks.config import PROJECT_ROOT, get_settings
 from asr_tasks.engines import get_engine
 from asr_tasks.pipeline import preprocess_local
-from asr_tasks.audio import read_pcm
 from asr_tasks.storage import recording_for_file
 
 SHARED = PROJECT_ROOT.parent / "shared" / "audio"
 
 
 def rates(files: list[Path], language: str, work: Path) -> list[float]:
-    settings = dataclasses.replace(get_settings(), language=language, pack_windows=False, max_tokens_per_second=60.0,
-                                   language_tokens_per_second={})
-    engine = get_engine(settings)
+    settings = get_settings().override(language=language, pack_windows=False, max_tokens_per_second=60.0, language_tokens_per_second={})
+    engine = get_engine(settings.asr)
     tokenizer = engine.model.hf_tokenizer  # type: ignore[attr-defined]
     out = []
     for n, path in enumerate(files):
         (work / f"{language}{n}").mkdir()
-        pre, pcm = preprocess_local(recording_for_file(path), path, work / f"{language}{n}", settings)
+        pre, pcm = preprocess_local(recording_for_file(path), path, work / f"{language}{n}", settings.audio)
         for chunk in pre.chunks:
-            audio = read_pcm(pcm[chunk.channel], settings.sample_rate, chunk.start, chunk.end)
+            audio = read_pcm(pcm[chunk.channel], settings.audio.sample_rate, chunk.start, chunk.end)
             text = " ".join(s.text for s in engine.transcribe(chunk, audio))
             if text.strip():
                 out.append(len(tokenizer.encode(text, add_special_tokens=False).ids) / (chunk.end - chunk.start))
@@ -64,8 +62,8 @@ def main() -> None:
         en += [c.path for c in synthesise(work / "espeak", minutes=2)]
         report = {"zh": summary(rates(zh, "zh", work)), "en": summary(rates(en, "en", work))}
     settings = get_settings()
-    report["configured"] = {"max_tokens_per_second": settings.max_tokens_per_second,
-                            "language_tokens_per_second": settings.language_tokens_per_second}
+    report["configured"] = {"max_tokens_per_second": settings.asr.max_tokens_per_second,
+                            "language_tokens_per_second": settings.asr.language_tokens_per_second}
     print_report(report, args.json)
 
 

@@ -9,7 +9,6 @@ and prints audio seconds per wall second for preprocessing and transcription.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import resource
 import tempfile
@@ -19,10 +18,17 @@ from pathlib import Path
 
 from asr_tasks.config import get_settings
 from asr_tasks.corpus import write_demo_corpus
-from asr_tasks.engines import get_engine
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.models import Preprocessed
-from asr_tasks.pipeline import gate_shard, index_results, preprocess, preprocessed_prefixes, sense, transcribe_shard
+from asr_tasks.pipeline import (
+    gate_shard,
+    index_results,
+    load_engine,
+    preprocess,
+    preprocessed_prefixes,
+    sense,
+    transcribe_shard,
+)
 from asr_tasks.storage import LocalStore, get_json
 
 DAY = date(2026, 11, 27)
@@ -34,11 +40,9 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        settings = dataclasses.replace(
-            get_settings(), store_root=f"{tmp}/store", index_path=f"{tmp}/index.sqlite", work_dir=f"{tmp}/work"
-        )
-        store = LocalStore(Path(settings.store_root))
-        write_demo_corpus(store, settings, DAY)
+        settings = get_settings().override(store_root=f"{tmp}/store", index_path=f"{tmp}/index.sqlite", work_dir=f"{tmp}/work")
+        store = LocalStore(Path(settings.storage.store_root))
+        write_demo_corpus(store, settings.storage, DAY)
         recordings = sense(store, settings, DAY)
 
         t0 = time.perf_counter()
@@ -46,7 +50,7 @@ def main() -> None:
         t_pre = time.perf_counter() - t0
         kept = [r for r in results if r.state == "preprocessed"]
         manifests = [
-            Preprocessed.from_dict(get_json(store, settings.artefacts_bucket, f"{r.artefact_prefix}/manifest.json"))
+            Preprocessed.from_dict(get_json(store, settings.storage.artefacts_bucket, f"{r.artefact_prefix}/manifest.json"))
             for r in kept
         ]
         audio = sum(m.duration for m in manifests)
@@ -54,7 +58,7 @@ def main() -> None:
         speech = sum(m.speech_seconds for m in manifests)
 
         t0 = time.perf_counter()
-        get_engine(settings)
+        load_engine(settings)
         t_load = time.perf_counter() - t0
         t0 = time.perf_counter()
         transcribe_shard(preprocessed_prefixes(results), store, settings)
@@ -62,7 +66,7 @@ def main() -> None:
 
         t0 = time.perf_counter()
         gate_shard(results, store, settings)
-        index_results(results, store, SqliteIndex(Path(settings.index_path)), settings)
+        index_results(results, store, SqliteIndex(Path(settings.index.index_path)), settings)
         t_index = time.perf_counter() - t0
 
     report = {
@@ -79,7 +83,7 @@ def main() -> None:
         "transcribe_audio_s_per_wall_s": round(audio / t_asr, 2),
         "transcribe_speech_s_per_wall_s": round(speech / t_asr, 2),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "engine": f"{settings.engine} {settings.compute_type} on {settings.device}",
+        "engine": f"{settings.asr.engine} {settings.asr.compute_type} on {settings.asr.device}",
     }
     if args.json:
         print(json.dumps(report, indent=2))

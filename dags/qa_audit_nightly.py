@@ -32,11 +32,11 @@ TRANSCRIPTS = Asset(TRANSCRIPTS_ASSET_URI)
     catchup=False,
     tags=["asr", "qa"],
     default_args={
-        "queue": settings.default_queue,
-        "retries": settings.task_retries,
-        "retry_delay": timedelta(seconds=settings.retry_delay_seconds),
+        "queue": settings.airflow.default_queue,
+        "retries": settings.airflow.task_retries,
+        "retry_delay": timedelta(seconds=settings.airflow.retry_delay_seconds),
         "retry_exponential_backoff": True,
-        "max_retry_delay": timedelta(seconds=settings.max_retry_delay_seconds),
+        "max_retry_delay": timedelta(seconds=settings.airflow.max_retry_delay_seconds),
     },
     doc_md=__doc__,
 )
@@ -51,8 +51,8 @@ def qa_audit_nightly() -> None:
         days = sorted({e.extra["call_date"] for e in events if e.extra and "call_date" in e.extra})
         if not days and ds:
             days = [ds]
-        rules = load_rules(settings.path("qa_rules_dir"))
-        index, store = open_index(settings), task_store(settings)
+        rules = load_rules(settings.quality.path("qa_rules_dir"))
+        index, store = open_index(settings.index), task_store(settings.storage)
         return [run_audit(day, rules, index, store, settings).summary() for day in days]
 
     audit_days()

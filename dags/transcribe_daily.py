@@ -50,16 +50,16 @@ def _name_shard(rows: list[dict[str, Any]]) -> None:
 @dag(
     dag_id="transcribe_daily",
     schedule="@daily",
-    start_date=datetime.fromisoformat(settings.dag_start_date),
-    catchup=settings.dag_catchup,
-    max_active_runs=settings.dag_max_active_runs,
+    start_date=datetime.fromisoformat(settings.airflow.dag_start_date),
+    catchup=settings.airflow.dag_catchup,
+    max_active_runs=settings.airflow.dag_max_active_runs,
     tags=["asr"],
     default_args={
-        "retries": settings.task_retries,
-        "retry_delay": timedelta(seconds=settings.retry_delay_seconds),
+        "retries": settings.airflow.task_retries,
+        "retry_delay": timedelta(seconds=settings.airflow.retry_delay_seconds),
         "retry_exponential_backoff": True,
-        "max_retry_delay": timedelta(seconds=settings.max_retry_delay_seconds),
-        "queue": settings.default_queue,
+        "max_retry_delay": timedelta(seconds=settings.airflow.max_retry_delay_seconds),
+        "queue": settings.airflow.default_queue,
     },
     doc_md=__doc__,
 )
@@ -69,7 +69,7 @@ def transcribe_daily() -> None:
         """The logical date's recordings, each with its version-specific id."""
         from asr_tasks.pipeline import sense as sense_day
 
-        return [r.to_dict() for r in sense_day(task_store(settings), settings, date.fromisoformat(ds))]
+        return [r.to_dict() for r in sense_day(task_store(settings.storage), settings, date.fromisoformat(ds))]
 
     @task
     def plan_shards(recordings: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -77,7 +77,7 @@ def transcribe_daily() -> None:
         from asr_tasks.models import Recording
         from asr_tasks.pipeline import plan_shards as plan
 
-        shards = plan([Recording.from_dict(r) for r in recordings], settings)
+        shards = plan([Recording.from_dict(r) for r in recordings], settings.airflow)
         return [[r.to_dict() for r in shard] for shard in shards]
 
     @task(map_index_template="{{ shard_name }}")
@@ -87,15 +87,15 @@ def transcribe_daily() -> None:
         from asr_tasks.pipeline import preprocess_shard, to_xcom
 
         _name_shard(shard)
-        return to_xcom(preprocess_shard([Recording.from_dict(r) for r in shard], task_store(settings), settings))
+        return to_xcom(preprocess_shard([Recording.from_dict(r) for r in shard], task_store(settings.storage), settings))
 
-    @task(pool=settings.gpu_pool, queue=settings.gpu_queue, map_index_template="{{ shard_name }}")
+    @task(pool=settings.airflow.gpu_pool, queue=settings.airflow.gpu_queue, map_index_template="{{ shard_name }}")
     def transcribe(results: list[dict[str, Any]]) -> dict[str, float]:
         """One loaded model over the whole shard: a raw transcript per recording."""
         from asr_tasks.pipeline import from_xcom, preprocessed_prefixes, transcribe_shard
 
         _name_shard(results)
-        return transcribe_shard(preprocessed_prefixes(from_xcom(results)), task_store(settings), settings)
+        return transcribe_shard(preprocessed_prefixes(from_xcom(results)), task_store(settings.storage), settings)
 
     @task(map_index_template="{{ shard_name }}")
     def gate(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -103,7 +103,7 @@ def transcribe_daily() -> None:
         from asr_tasks.pipeline import from_xcom, gate_shard
 
         _name_shard(results)
-        return {"results": results, "gated": gate_shard(from_xcom(results), task_store(settings), settings)}
+        return {"results": results, "gated": gate_shard(from_xcom(results), task_store(settings.storage), settings)}
 
     @task_group
     def shard(recordings: list[dict[str, Any]]) -> Any:
@@ -123,7 +123,7 @@ def transcribe_daily() -> None:
         from asr_tasks.pipeline import from_xcom, index_results
 
         rows = [row for shard in _shard_values(shards) for row in shard["results"]]
-        counts = index_results(from_xcom(rows), task_store(settings), open_index(settings), settings)
+        counts = index_results(from_xcom(rows), task_store(settings.storage), open_index(settings.index), settings)
         outlet_events[TRANSCRIPTS].extra = {"call_date": ds, **counts}
         return counts
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 
-from asr_tasks.config import Settings
+from asr_tasks.config import StorageSettings
 from asr_tasks.storage import MinioConfig, ObjectStore, open_store
 
 log = logging.getLogger(__name__)
 
 
-def connection_minio_config(settings: Settings) -> MinioConfig | None:
+def connection_minio_config(settings: StorageSettings) -> MinioConfig | None:
     """The connection's MinIO config, or None (local store, no connection id, or no such connection)."""
     if settings.store_backend != "minio" or not settings.minio_conn_id:
         return None
@@ -31,6 +31,6 @@ def connection_minio_config(settings: Settings) -> MinioConfig | None:
     return MinioConfig.from_connection(conn)
 
 
-def task_store(settings: Settings) -> ObjectStore:
+def task_store(settings: StorageSettings) -> ObjectStore:
     """The store a task works on."""
     return open_store(settings, minio=connection_minio_config(settings))

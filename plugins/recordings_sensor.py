@@ -27,8 +27,8 @@ class RecordingsReadySensor(BaseSensorOperator):
 
         settings = get_settings()
         kwargs.setdefault("mode", "reschedule")
-        kwargs.setdefault("poke_interval", settings.sensor_poke_seconds)
-        kwargs.setdefault("timeout", settings.sensor_timeout_seconds)
+        kwargs.setdefault("poke_interval", settings.airflow.sensor_poke_seconds)
+        kwargs.setdefault("timeout", settings.airflow.sensor_timeout_seconds)
         super().__init__(**kwargs)
         self.day = day
 
@@ -39,6 +39,6 @@ class RecordingsReadySensor(BaseSensorOperator):
         from asr_tasks.storage import recordings_ready
 
         settings = get_settings()
-        readiness = recordings_ready(task_store(settings), settings, date.fromisoformat(self.day))
-        self.log.info("%s (%s check): %s", self.day, settings.ready_check, readiness.detail)
+        readiness = recordings_ready(task_store(settings.storage), settings.storage, date.fromisoformat(self.day))
+        self.log.info("%s (%s check): %s", self.day, settings.storage.ready_check, readiness.detail)
         return readiness.ready

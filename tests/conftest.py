@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 import pytest
+import services
 
 from asr_tasks.config import PROJECT_ROOT, Settings
 from asr_tasks.model_assets import install_whisper_base
-import services
 
 T = TypeVar("T")
 
@@ -28,13 +28,9 @@ def model_dir() -> Path:
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     """Defaults with every writable path inside the test's own folder."""
-    return dataclasses.replace(
-        Settings(),
-        store_root=str(tmp_path / "store"),
-        index_path=str(tmp_path / "index.sqlite"),
-        work_dir=str(tmp_path / "work"),
-        model_dir=str(MODEL_DIR),
-        ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}",
+    return Settings().override(
+        store_root=str(tmp_path / "store"), index_path=str(tmp_path / "index.sqlite"), work_dir=str(tmp_path / "work"),
+        model_dir=str(MODEL_DIR), ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}",
     )
 
 
@@ -54,8 +50,8 @@ class S3Server:
     ca_bundle: str | None = None
 
     def settings(self, base: Settings, **changes: object) -> Settings:
-        return dataclasses.replace(
-            base, store_backend="minio", minio_endpoint=self.endpoint, minio_access_key=self.access_key,
+        return base.override(
+            store_backend="minio", minio_endpoint=self.endpoint, minio_access_key=self.access_key,
             minio_secret_key=self.secret_key, minio_secure=self.secure, minio_ca_bundle=self.ca_bundle,
             minio_conn_id=None, store_retry_backoff_seconds=0.05, **changes,
         )
@@ -120,7 +116,7 @@ class EsCluster:
             "es_ca_certs": self.ca_certs, "es_analyzer": self.analyzer, "es_english_stemmer": self.english_stemmer,
             "es_refresh": "true", "es_retry_backoff_seconds": 0.05,
         }
-        return dataclasses.replace(base, **{**fields, **changes})  # type: ignore[arg-type]
+        return base.override(**{**fields, **changes})
 
 
 @pytest.fixture(scope="session")

@@ -19,12 +19,12 @@ from asr_tasks.audio import (
     probe,
     read_pcm,
 )
-from asr_tasks.config import Settings
+from asr_tasks.config import AudioSettings
 
 DATA = Path(__file__).parent / "data"
 SR = 16000
-RAW = dataclasses.replace(Settings(), loudness_normalize=False)
-NORMALISED = dataclasses.replace(Settings(), loudness_normalize=True)
+RAW = AudioSettings(loudness_normalize=False)
+NORMALISED = AudioSettings(loudness_normalize=True)
 
 
 def ffmpeg(*args: str) -> None:

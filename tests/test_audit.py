@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from asr_tasks.audit import RuleError, audit, load_rules, normalise, run_audit
 from asr_tasks import PIPELINE_VERSION
+from asr_tasks.audit import RuleError, audit, load_rules, normalise, run_audit
 from asr_tasks.config import PROJECT_ROOT, Settings
-from asr_tasks.index.sqlite import SqliteIndex
-from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
 from asr_tasks.engines import model_tag
+from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.ledger import open_ledger
+from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
 from asr_tasks.pipeline import artefact_prefix, gated_key
 from asr_tasks.storage import LocalStore, put_json
 
@@ -118,11 +118,11 @@ def test_broken_rule_files_are_rejected_with_file_and_line(tmp_path: Path, text:
 
 def _record_day(settings: Settings) -> SqliteIndex:
     """The day as the pipeline leaves it: gated transcripts in storage, final states in the ledger, the index."""
-    store, ledger = LocalStore(settings.path("store_root")), open_ledger(settings)
-    index = SqliteIndex(settings.path("index_path"))
-    ledger.sensed([t.recording for t in CALLS], model_tag(settings), PIPELINE_VERSION)
+    store, ledger = LocalStore(settings.storage.path("store_root")), open_ledger(settings.ledger)
+    index = SqliteIndex(settings.index.path("index_path"))
+    ledger.sensed([t.recording for t in CALLS], model_tag(settings.asr), PIPELINE_VERSION)
     for t in CALLS:
-        put_json(store, settings.artefacts_bucket, gated_key(artefact_prefix(t.recording), settings), t.to_dict())
+        put_json(store, settings.storage.artefacts_bucket, gated_key(artefact_prefix(t.recording), settings), t.to_dict())
         index.replace_recording(t)
         ledger.advance(t.recording.recording_id, t.state, stage="index", seconds=0.1)
     return index
@@ -130,13 +130,13 @@ def _record_day(settings: Settings) -> SqliteIndex:
 
 def test_audit_stores_findings_and_writes_reports(settings: Settings, tmp_path: Path) -> None:
     index = _record_day(settings)
-    store = LocalStore(settings.path("store_root"))
+    store = LocalStore(settings.storage.path("store_root"))
     result = run_audit(DAY, load_rules(RULES), index, store, settings)
     assert found(result.findings) == PLANTED
     assert len(index.findings(DAY)) == len(PLANTED)
     run_audit(DAY, load_rules(RULES), index, store, settings)  # a re-run replaces, never adds
     assert len(index.findings(DAY)) == len(PLANTED)
-    bucket = settings.artefacts_bucket
+    bucket = settings.storage.artefacts_bucket
     report = store.get_bytes(bucket, f"reports/qa/{DAY}/qa-audit.html").decode()
     assert "promise-of-return" in report and "AG-1" in report and "pii.wav @ 80.0 s" in report
     csv_rows = store.get_bytes(bucket, f"reports/qa/{DAY}/qa-audit.csv").decode().splitlines()
@@ -150,8 +150,8 @@ def test_cli_refuses_a_broken_rule_set_and_audits_nothing(settings: Settings, tm
     (bad / "a.yaml").write_text((RULES / "default.yaml").read_text())
     (bad / "b.yaml").write_text("rules:\n  - id: x\n    kind: regex\n    severity: high\n    pattern: '['\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASR_")}
-    env.update(ASR_INDEX_PATH=str(settings.path("index_path")), ASR_STORE_ROOT=str(settings.path("store_root")),
-               ASR_LEDGER_URL=settings.ledger_url, ASR_MODEL_DIR=settings.model_dir)
+    env.update(ASR_INDEX_PATH=str(settings.index.path("index_path")), ASR_STORE_ROOT=str(settings.storage.path("store_root")),
+               ASR_LEDGER_URL=settings.ledger.ledger_url, ASR_MODEL_DIR=settings.asr.model_dir)
     asr = str(Path(sys.executable).parent / "asr")
     proc = subprocess.run([asr, "audit", "--date", DAY, "--rules", str(bad)], env=env, capture_output=True, text=True)
     assert proc.returncode == 2 and "b.yaml:5: rule 'x': invalid regular expression" in proc.stderr

@@ -29,9 +29,9 @@ from typing import Any
 import psycopg2
 import pytest
 import redis
+from services import free_port
 
 from asr_tasks.config import PROJECT_ROOT, Settings
-from services import free_port
 
 DAY = "2026-11-27"
 RUN_ID = "celery_test_run"
@@ -39,7 +39,7 @@ BIN = Path(sys.executable).parent
 TESTS = Path(__file__).parent
 INCLUDE = PROJECT_ROOT / "include" / "airflow"
 SETTINGS = Settings()
-WORKERS = {"worker-default": SETTINGS.default_queue, "worker-gpu": SETTINGS.gpu_queue}
+WORKERS = {"worker-default": SETTINGS.airflow.default_queue, "worker-gpu": SETTINGS.airflow.gpu_queue}
 ADMIN = "admin"
 
 
@@ -117,7 +117,7 @@ def celery_env(tmp: Path, db: str, broker: str, api_port: int, model_dir: Path) 
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"postgresql+psycopg2://{pg}",
         "AIRFLOW__CELERY__BROKER_URL": broker,
         "AIRFLOW__CELERY__RESULT_BACKEND": f"db+postgresql+psycopg2://{pg}",
-        "AIRFLOW__OPERATORS__DEFAULT_QUEUE": SETTINGS.default_queue,
+        "AIRFLOW__OPERATORS__DEFAULT_QUEUE": SETTINGS.airflow.default_queue,
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
         "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
         "PYTHONPATH": str(TESTS),
@@ -233,7 +233,7 @@ def test_dag_routes_transcription_to_the_gpu_queue_and_the_rest_to_the_default_q
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     tasks = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert tasks.pop("shard.transcribe") == ["a100", SETTINGS.gpu_pool]
+    assert tasks.pop("shard.transcribe") == ["a100", SETTINGS.airflow.gpu_pool]
     assert tasks and {queue for queue, _ in tasks.values()} == {"cpu-pool-a"}
 
 
@@ -256,7 +256,7 @@ def test_transcription_runs_on_the_gpu_worker_and_the_rest_on_the_default_worker
     password = secrets.token_urlsafe(16)
     (tmp_path / "passwords.json").write_text(json.dumps({ADMIN: password}))
 
-    day = tmp_path / "store" / SETTINGS.recordings_bucket / SETTINGS.recordings_prefix / DAY.replace("-", "/")
+    day = tmp_path / "store" / SETTINGS.storage.recordings_bucket / SETTINGS.storage.recordings_prefix / DAY.replace("-", "/")
     day.mkdir(parents=True)
     shutil.copy(jfk, day / "call_0001_jfk.flac")
     (day / "call_0002_corrupt.wav").write_bytes(b"RIFF\x24\x08\x00\x00WAVEfmt " + os.urandom(2048))
@@ -280,7 +280,7 @@ def test_transcription_runs_on_the_gpu_worker_and_the_rest_on_the_default_worker
         ]
         for name, queue in WORKERS.items():
             components.append(start(name, [
-                airflow, "celery", "worker", "-q", queue, "-c", "2" if queue == SETTINGS.default_queue else "1",
+                airflow, "celery", "worker", "-q", queue, "-c", "2" if queue == SETTINGS.airflow.default_queue else "1",
                 "-H", f"{name}@%h", "--skip-serve-logs", "--without-gossip", "--without-mingle",
             ], env, logs))
         cli([airflow, "pools", "import", str(INCLUDE / "pools.json")], env)
@@ -336,6 +336,6 @@ def test_transcription_runs_on_the_gpu_worker_and_the_rest_on_the_default_worker
     assert (conn["host"], conn["login"], conn["password"]) == ("minio.example:9000", "asr", 's3"cr\\t')
     assert conn["extra_dejson"] == {"secure": "false", "ca_bundle": ""}
     pools = json.loads((INCLUDE / "pools.json").read_text())
-    assert query(metadata_db, "select slots from slot_pool where pool = %s", SETTINGS.gpu_pool) == [
-        (pools[SETTINGS.gpu_pool]["slots"],)
+    assert query(metadata_db, "select slots from slot_pool where pool = %s", SETTINGS.airflow.gpu_pool) == [
+        (pools[SETTINGS.airflow.gpu_pool]["slots"],)
     ]

@@ -21,8 +21,9 @@ def asr(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 def test_config_shows_effective_settings_with_env_overrides() -> None:
     shown = json.loads(asr("config", "--json", env={"ASR_CHUNK_MAX_SECONDS": "20"}).stdout)
-    assert shown["chunk_max_seconds"] == 20.0 and shown["engine"] == "ctranslate2"
+    assert shown["audio"]["chunk_max_seconds"] == 20.0 and shown["asr"]["engine"] == "ctranslate2"
     assert asr("config", "--get", "gpu_pool").stdout.strip() == "gpu"
+    assert asr("config", "--get", "airflow.gpu_pool").stdout.strip() == "gpu"
     bad = asr("config", env={"ASR_BEAM_SIZE": "wide"})
     assert bad.returncode == 2 and "ASR_BEAM_SIZE" in bad.stderr
 

@@ -7,7 +7,6 @@ designed, and for what must never be in it (literal secrets, floating image tags
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import secrets
@@ -19,7 +18,7 @@ import psycopg2
 import yaml
 from sqlalchemy.engine import make_url
 
-from asr_tasks.config import PROJECT_ROOT, Settings, load_settings
+from asr_tasks.config import PROJECT_ROOT, SECTION_OF, Settings, load_settings
 from asr_tasks.engines import model_tag
 
 COMPOSE_FILE = PROJECT_ROOT / "docker-compose.yaml"
@@ -171,19 +170,19 @@ def test_queues_match_the_settings() -> None:
         queue = option(command_args(service), "--queues")
         queues.setdefault(queue, set()).add(name)
         assert "," not in queue, f"{name}: one queue per worker kind"
-    assert set(queues) == {SETTINGS.default_queue, SETTINGS.gpu_queue}
+    assert set(queues) == {SETTINGS.airflow.default_queue, SETTINGS.airflow.gpu_queue}
     for name, service in airflow_services().items():
         env = environment(service)
-        assert env["AIRFLOW__OPERATORS__DEFAULT_QUEUE"] == SETTINGS.default_queue, name
-        assert env.get("ASR_DEFAULT_QUEUE", SETTINGS.default_queue) == SETTINGS.default_queue, name
-        assert env.get("ASR_GPU_QUEUE", SETTINGS.gpu_queue) == SETTINGS.gpu_queue, name
-    for name in queues[SETTINGS.default_queue]:
+        assert env["AIRFLOW__OPERATORS__DEFAULT_QUEUE"] == SETTINGS.airflow.default_queue, name
+        assert env.get("ASR_DEFAULT_QUEUE", SETTINGS.airflow.default_queue) == SETTINGS.airflow.default_queue, name
+        assert env.get("ASR_GPU_QUEUE", SETTINGS.airflow.gpu_queue) == SETTINGS.airflow.gpu_queue, name
+    for name in queues[SETTINGS.airflow.default_queue]:
         assert not gpu_devices(SERVICES[name]), f"{name}: a CPU worker holds no GPU"
 
 
 def test_one_gpu_worker_per_gpu() -> None:
     gpu_workers = {
-        n: s for n, s in workers().items() if option(command_args(s), "--queues") == SETTINGS.gpu_queue
+        n: s for n, s in workers().items() if option(command_args(s), "--queues") == SETTINGS.airflow.gpu_queue
     }
     assert len(gpu_workers) >= 2
     visible = []
@@ -194,18 +193,18 @@ def test_one_gpu_worker_per_gpu() -> None:
         assert re.fullmatch(r"\d+", env["CUDA_VISIBLE_DEVICES"]), f"{name}: one GPU per worker"
         assert env["ASR_DEVICE"] == "cuda", name
         settings = service_settings(service)
-        assert settings.gpu_count == 1, f"{name}: sees one GPU"
+        assert settings.asr.gpu_count == 1, f"{name}: sees one GPU"
         concurrency = int(option(command_args(service), "--concurrency"))
-        assert concurrency == settings.gpu_count * settings.streams_per_gpu, f"{name}: one task per GPU stream"
+        assert concurrency == settings.asr.gpu_count * settings.asr.streams_per_gpu, f"{name}: one task per GPU stream"
         assert service["build"]["args"]["TORCH_VARIANT"], f"{name}: the CUDA torch build"
         visible.append(env["CUDA_VISIBLE_DEVICES"])
     assert len(set(visible)) == len(visible), f"two workers on one GPU: {visible}"
 
     pools = json.loads((INCLUDE / "airflow" / "pools.json").read_text(encoding="utf-8"))
     slots = sum(int(option(command_args(s), "--concurrency")) for s in gpu_workers.values())
-    assert pools[SETTINGS.gpu_pool]["slots"] == slots, "the gpu pool has one slot per GPU worker task"
+    assert pools[SETTINGS.airflow.gpu_pool]["slots"] == slots, "the gpu pool has one slot per GPU worker task"
     for name, service in airflow_services().items():
-        assert environment(service).get("ASR_GPU_POOL", SETTINGS.gpu_pool) == SETTINGS.gpu_pool, name
+        assert environment(service).get("ASR_GPU_POOL", SETTINGS.airflow.gpu_pool) == SETTINGS.airflow.gpu_pool, name
 
 
 def test_models_are_mounted_read_only_everywhere() -> None:
@@ -282,7 +281,7 @@ def test_airflow_init_loads_pools_and_connections_from_include() -> None:
     for name, pool in pools.items():
         assert isinstance(pool["slots"], int) and pool["slots"] > 0 and pool["description"], name
     template = (INCLUDE / "airflow" / "connections.json").read_text(encoding="utf-8")
-    assert json.loads(template)[SETTINGS.minio_conn_id]["host"]
+    assert json.loads(template)[SETTINGS.storage.minio_conn_id]["host"]
     needed = {m.group(1) for m in VAR.finditer(template)}
     assert needed and needed <= set(environment(init)), needed - set(environment(init))
 
@@ -301,7 +300,7 @@ def test_buckets_created_are_the_buckets_used() -> None:
 
 
 def test_every_asr_variable_is_a_setting() -> None:
-    fields = {f"ASR_{f.name.upper()}" for f in dataclasses.fields(Settings)}
+    fields = {f"ASR_{key.upper()}" for key in SECTION_OF}
     for name, service in airflow_services().items():
         unknown = {k for k in environment(service) if k.startswith("ASR_")} - fields
         assert not unknown, f"{name}: {sorted(unknown)} are not settings"
@@ -312,10 +311,10 @@ def test_every_asr_variable_is_a_setting() -> None:
 
 def test_transcripts_are_written_and_read_under_the_same_model_tag() -> None:
     """GPU workers write transcript.<model tag>.json; CPU workers read it back to index it."""
-    tags = {name: model_tag(service_settings(s)) for name, s in airflow_services().items()}
+    tags = {name: model_tag(service_settings(s).asr) for name, s in airflow_services().items()}
     assert len(set(tags.values())) == 1, tags
     settings = service_settings(SERVICES["airflow-worker"])
-    assert (settings.engine, settings.device, settings.model_dir) == ("transformers", "cuda", "/models/qwen3-asr-0.6b")
+    assert (settings.asr.engine, settings.asr.device, settings.asr.model_dir) == ("transformers", "cuda", "/models/qwen3-asr-0.6b")
 
 
 def test_ledger_database_script_creates_its_role_and_database(postgres_server: str) -> None:

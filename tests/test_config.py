@@ -18,19 +18,19 @@ def write_yaml(tmp_path: Path, text: str, name: str = "config.yaml") -> Path:
 
 def test_defaults() -> None:
     s = Settings()
-    assert s.sample_rate == 16000
-    assert s.chunk_max_seconds == 30.0
-    assert s.loudness_normalize is True
-    assert s.language is None
-    assert s.channel_speakers == {"0": "agent", "1": "customer"}
-    assert s.max_size_bytes == 4 * 1024**3
-    assert s.store_backend == "local"
+    assert s.audio.sample_rate == 16000
+    assert s.audio.chunk_max_seconds == 30.0
+    assert s.audio.loudness_normalize is True
+    assert s.asr.language is None
+    assert s.audio.channel_speakers == {"0": "agent", "1": "customer"}
+    assert s.audio.max_size_bytes == 4 * 1024**3
+    assert s.storage.store_backend == "local"
 
 
 def test_default_dict_is_not_shared_between_instances() -> None:
     a, b = Settings(), Settings()
-    assert a.channel_speakers == b.channel_speakers
-    assert a.channel_speakers is not b.channel_speakers
+    assert a.audio.channel_speakers == b.audio.channel_speakers
+    assert a.audio.channel_speakers is not b.audio.channel_speakers
 
 
 def test_empty_yaml_gives_defaults(tmp_path: Path) -> None:
@@ -53,37 +53,37 @@ def test_yaml_overrides_defaults(tmp_path: Path) -> None:
         "channel_speakers: {'0': rep, '1': caller}\n",
     )
     s = load_settings(config_file=path, env={})
-    assert s.chunk_max_seconds == 20.0 and isinstance(s.chunk_max_seconds, float)
-    assert s.language == "en"
-    assert s.loudness_normalize is False
-    assert s.beam_size == 2
-    assert s.channel_speakers == {"0": "rep", "1": "caller"}
+    assert s.audio.chunk_max_seconds == 20.0 and isinstance(s.audio.chunk_max_seconds, float)
+    assert s.asr.language == "en"
+    assert s.audio.loudness_normalize is False
+    assert s.asr.beam_size == 2
+    assert s.audio.channel_speakers == {"0": "rep", "1": "caller"}
     # untouched fields keep their defaults
-    assert s.sample_rate == Settings().sample_rate
-    assert s.engine == Settings().engine
+    assert s.audio.sample_rate == Settings().audio.sample_rate
+    assert s.asr.engine == Settings().asr.engine
 
 
 def test_yaml_null_for_optional_field(tmp_path: Path) -> None:
     s = load_settings(config_file=write_yaml(tmp_path, "language: null\n"), env={})
-    assert s.language is None
+    assert s.asr.language is None
 
 
 def test_env_overrides_yaml(tmp_path: Path) -> None:
     path = write_yaml(tmp_path, "chunk_max_seconds: 20\nlanguage: en\nbeam_size: 2\n")
     s = load_settings(config_file=path, env={"ASR_CHUNK_MAX_SECONDS": "12.5", "ASR_LANGUAGE": "zh"})
-    assert s.chunk_max_seconds == 12.5
-    assert s.language == "zh"
-    assert s.beam_size == 2  # from YAML, not overridden
+    assert s.audio.chunk_max_seconds == 12.5
+    assert s.asr.language == "zh"
+    assert s.asr.beam_size == 2  # from YAML, not overridden
 
 
 def test_env_overrides_defaults_without_yaml_value(tmp_path: Path) -> None:
     s = load_settings(config_file=write_yaml(tmp_path, ""), env={"ASR_GPU_POOL": "gpus"})
-    assert s.gpu_pool == "gpus"
+    assert s.airflow.gpu_pool == "gpus"
 
 
 def test_asr_config_env_names_the_file(tmp_path: Path) -> None:
     path = write_yaml(tmp_path, "beam_size: 3\n", name="other.yaml")
-    assert load_settings(env={"ASR_CONFIG": str(path)}).beam_size == 3
+    assert load_settings(env={"ASR_CONFIG": str(path)}).asr.beam_size == 3
 
 
 @pytest.mark.parametrize(
@@ -92,33 +92,33 @@ def test_asr_config_env_names_the_file(tmp_path: Path) -> None:
 )
 def test_env_bool_coercion(tmp_path: Path, raw: str, expected: bool) -> None:
     s = load_settings(config_file=write_yaml(tmp_path, ""), env={"ASR_LOUDNESS_NORMALIZE": raw})
-    assert s.loudness_normalize is expected
+    assert s.audio.loudness_normalize is expected
 
 
 def test_env_int_float_coercion(tmp_path: Path) -> None:
     env = {"ASR_BEAM_SIZE": "8", "ASR_VAD_THRESHOLD": "0.35", "ASR_MAX_DURATION_SECONDS": "60"}
     s = load_settings(config_file=write_yaml(tmp_path, ""), env=env)
-    assert s.beam_size == 8 and type(s.beam_size) is int
-    assert s.vad_threshold == 0.35 and type(s.vad_threshold) is float
-    assert s.max_duration_seconds == 60.0 and type(s.max_duration_seconds) is float
+    assert s.asr.beam_size == 8 and type(s.asr.beam_size) is int
+    assert s.audio.vad_threshold == 0.35 and type(s.audio.vad_threshold) is float
+    assert s.audio.max_duration_seconds == 60.0 and type(s.audio.max_duration_seconds) is float
 
 
 def test_env_dict_coercion(tmp_path: Path) -> None:
     s = load_settings(config_file=write_yaml(tmp_path, ""), env={"ASR_CHANNEL_SPEAKERS": '{"0":"a","1":"b"}'})
-    assert s.channel_speakers == {"0": "a", "1": "b"}
-    assert s.speaker_for_channel(1) == "b"
-    assert s.speaker_for_channel(5) == "channel5"
+    assert s.audio.channel_speakers == {"0": "a", "1": "b"}
+    assert s.audio.speaker_for_channel(1) == "b"
+    assert s.audio.speaker_for_channel(5) == "channel5"
 
 
 def test_dict_values_become_strings(tmp_path: Path) -> None:
     s = load_settings(config_file=write_yaml(tmp_path, "channel_speakers: {0: 7, 1: customer}\n"), env={})
-    assert s.channel_speakers == {"0": "7", "1": "customer"}
+    assert s.audio.channel_speakers == {"0": "7", "1": "customer"}
 
 
 @pytest.mark.parametrize("raw", ["auto", "none", "null", "", "AUTO"])
 def test_env_none_coercion(tmp_path: Path, raw: str) -> None:
     path = write_yaml(tmp_path, "language: en\n")
-    assert load_settings(config_file=path, env={"ASR_LANGUAGE": raw}).language is None
+    assert load_settings(config_file=path, env={"ASR_LANGUAGE": raw}).asr.language is None
 
 
 def test_unknown_yaml_key_names_file_and_key(tmp_path: Path) -> None:
@@ -176,15 +176,15 @@ def test_missing_config_file_is_an_error(tmp_path: Path) -> None:
 
 def test_path_resolves_relative_against_project_root(tmp_path: Path) -> None:
     s = Settings()
-    assert s.path("store_root") == PROJECT_ROOT / "var" / "store"
-    assert s.path("index_path").is_absolute()
+    assert s.storage.path("store_root") == PROJECT_ROOT / "var" / "store"
+    assert s.index.path("index_path").is_absolute()
     s2 = load_settings(config_file=write_yaml(tmp_path, f"work_dir: {tmp_path / 'w'}\n"), env={})
-    assert s2.path("work_dir") == tmp_path / "w"
+    assert s2.storage.path("work_dir") == tmp_path / "w"
 
 
 def test_settings_are_frozen() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
-        Settings().beam_size = 1  # type: ignore[misc]
+        Settings().asr.beam_size = 1  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(
@@ -219,4 +219,47 @@ def test_a_misspelt_postprocess_step_fails_at_load_with_the_file(tmp_path: Path)
 
 def test_settings_made_in_code_are_validated_too() -> None:
     with pytest.raises(ValueError, match="device"):
-        dataclasses.replace(Settings(), device="tpu")  # type: ignore[arg-type]
+        Settings().override(device="tpu")  # type: ignore[arg-type]
+
+
+def test_keys_live_in_their_sections(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path, "asr:\n  beam_size: 2\naudio:\n  chunk_max_seconds: 12\nindex_backend: sqlite\n")
+    s = load_settings(config_file=path, env={})
+    assert (s.asr.beam_size, s.audio.chunk_max_seconds, s.index.index_backend) == (2, 12.0, "sqlite")
+    assert load_settings(config_file=path, env={"ASR_BEAM_SIZE": "3"}).asr.beam_size == 3  # env still wins
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("asr:\n  chunk_max_seconds: 12\n", "unknown setting asr.chunk_max_seconds (the asr section has: engine,"),
+    ("asr:\n  beam_width: 2\n", "unknown setting asr.beam_width"),
+    ("audio: 16000\n", "section audio must be a mapping"),
+    ("speech:\n  vad_threshold: 0.4\n", "unknown settings speech (sections: storage, ledger, index, audio, asr,"),
+])
+def test_a_key_outside_its_section_fails_at_load(tmp_path: Path, text: str, message: str) -> None:
+    path = write_yaml(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_settings(config_file=path, env={})
+    assert str(err.value).startswith(f"{path}: {message}")
+
+
+def test_override_validates_like_a_load() -> None:
+    s = Settings().override(device="cuda", chunk_max_seconds=12)
+    assert (s.asr.device, s.audio.chunk_max_seconds, s.asr.engine) == ("cuda", 12.0, "ctranslate2")
+    with pytest.raises(ConfigError, match="bad value for device: 'tpu'"):
+        Settings().override(device="tpu")
+    with pytest.raises(ConfigError, match="unknown setting 'devices'"):
+        Settings().override(devices="cuda")
+
+
+def test_an_env_variable_that_names_no_setting_is_warned_about(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    load_settings(config_file=write_yaml(tmp_path, ""), env={"ASR_ENGNE": "transformers", "ASR_CONFIG": ""})
+    assert "ASR_ENGNE name no setting" in caplog.text and "ASR_CONFIG" not in caplog.text
+
+
+def test_each_section_holds_only_its_own_keys() -> None:
+    """Every key belongs to exactly one section, so ASR_<KEY> needs no section in its name."""
+    from asr_tasks.config import SECTION_OF, SECTIONS
+
+    keys = [f.name for cls in SECTIONS.values() for f in dataclasses.fields(cls)]
+    assert len(keys) == len(set(keys)) == len(SECTION_OF)
+    assert set(Settings().as_dict()) == set(SECTIONS)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import shutil
@@ -45,17 +44,17 @@ def test_tokenizer_of_another_model_is_a_clear_error(tmp_path: Path, model_dir: 
 
 
 def test_engine_is_loaded_once_per_process(settings: Settings, model_dir: Path) -> None:
-    assert get_engine(settings) is get_engine(dataclasses.replace(settings, store_root="/elsewhere"))
+    assert get_engine(settings.asr) is get_engine(settings.override(store_root="/elsewhere").asr)
 
 
 def test_jfk_transcribed_with_absolute_times(settings: Settings, model_dir: Path, jfk: Path, tmp_path: Path) -> None:
     rec = recording_for_file(jfk)
-    pre, pcm = preprocess_local(rec, jfk, tmp_path / "work", settings)
+    pre, pcm = preprocess_local(rec, jfk, tmp_path / "work", settings.audio)
     assert [c.speaker for c in pre.channels] == ["mixed"]  # identical stereo sides fold to mono
-    engine = get_engine(settings)
+    engine = get_engine(settings.asr)
     segments = []
     for chunk in pre.chunks:
-        segments += engine.transcribe(chunk, read_pcm(pcm[chunk.channel], settings.sample_rate, chunk.start, chunk.end))
+        segments += engine.transcribe(chunk, read_pcm(pcm[chunk.channel], settings.audio.sample_rate, chunk.start, chunk.end))
     transcript = build_transcript(pre, segments, engine.model_name)
     text = words(" ".join(s.text for s in transcript.segments))
     assert "ask not what your country can do for you" in text

@@ -1,14 +1,13 @@
 """The engines behind ``AsrEngine``: transformers (tiny random Qwen3-ASR and Whisper built here), CTranslate2 on real
 speech with chunks of several recordings packed into shared windows, OOM back-off and GPU slot assignment.
 
-The tiny models are randomly initialised (wide init, so their greedy output depends on the audio) and saved with
-a tokenizer built here into a temporary folder; the engines load them back through the same local-folder loader
-as a real checkpoint.
+The tiny models (``random_models.py``) are randomly initialised (wide init, so their greedy output depends on the
+audio) and saved with a tokenizer into a temporary folder; the engines load them back through the same local-folder
+loader as a real checkpoint.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -22,10 +21,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from random_models import build_qwen3_asr, build_whisper
 
-from asr_tasks.config import Settings
+from asr_tasks.config import AsrSettings, Settings
 from asr_tasks.engines import EngineOutOfMemory, ModelError, get_engine, is_out_of_memory, run_with_backoff
-from asr_tasks.engines.devices import DeviceBusy, acquire_device, pool_slots, pool_spec
+from asr_tasks.engines.devices import DeviceBusy, acquire_device, device_slots
 from asr_tasks.engines.packing import (
     Decoded,
     PackingStats,
@@ -43,97 +43,20 @@ from asr_tasks.engines.packing import (
 from asr_tasks.models import AudioChunk
 
 SR = 16000
-QWEN_TEMPLATE = (
-    "{%- if messages[0].role != 'system' %}<|im_start|>system\n<|im_end|>\n{% endif -%}"
-    "{%- for message in messages -%}"
-    "<|im_start|>{{ message.role }}\n"
-    "{% if message.content is string %}{{ message.content }}{% else %}{% for part in message.content %}"
-    "{% if part.type == 'audio' %}<|audio_start|><|audio_pad|><|audio_end|>"
-    "{% elif part.type == 'text' %}{{ part.text }}{% endif %}{% endfor %}{% endif %}"
-    "{% if not (loop.last and message.role == 'assistant') %}<|im_end|>\n{% endif -%}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif -%}"
-)
 
 
 def words(text: str) -> set[str]:
     return set(re.findall(r"[a-z']+", text.lower()))
 
 
-def build_tiny_qwen3_asr(folder: Path) -> Path:
-    """A randomly initialised Qwen3-ASR with a byte-level tokenizer, saved like a real checkpoint."""
-    import torch
-    from tokenizers.pre_tokenizers import ByteLevel
-    from transformers import (Qwen2Tokenizer, Qwen3ASRConfig, Qwen3ASRFeatureExtractor,
-                              Qwen3ASRForConditionalGeneration, Qwen3ASRProcessor)
-
-    vocab = {ch: i for i, ch in enumerate(sorted(ByteLevel.alphabet()))}
-    tokenizer = Qwen2Tokenizer(
-        vocab=vocab, merges=[], unk_token=None, bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-        extra_special_tokens={"audio_token": "<|audio_pad|>", "audio_bos_token": "<|audio_start|>",
-                              "audio_eos_token": "<|audio_end|>"},
-    )
-    tokenizer.add_special_tokens({"additional_special_tokens": [
-        "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|audio_start|>", "<|audio_end|>", "<|audio_pad|>"]})
-    tokenizer.add_tokens(["<asr_text>"])
-    Qwen3ASRProcessor(feature_extractor=Qwen3ASRFeatureExtractor(), tokenizer=tokenizer,
-                      chat_template=QWEN_TEMPLATE).save_pretrained(folder)
-    ids = tokenizer.convert_tokens_to_ids
-    config = Qwen3ASRConfig(
-        audio_config={"d_model": 32, "encoder_layers": 1, "encoder_attention_heads": 2, "encoder_ffn_dim": 64,
-                      "output_dim": 32, "downsample_hidden_size": 16, "initializer_range": 1.0},
-        text_config={"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64,
-                     "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16,
-                     "max_position_embeddings": 4096, "tie_word_embeddings": True, "initializer_range": 1.0},
-        audio_token_id=ids("<|audio_pad|>"), pad_token_id=ids("<|endoftext|>"),
-        eos_token_id=[ids("<|endoftext|>"), ids("<|im_end|>")], timestamp_token_id=0, initializer_range=1.0,
-    )
-    torch.manual_seed(0)
-    Qwen3ASRForConditionalGeneration(config).save_pretrained(folder)
-    return folder
-
-
-def build_tiny_whisper(folder: Path, tokenizer_json: Path) -> Path:
-    """A randomly initialised two-layer Whisper with Whisper's own tokenizer and a complete generation config."""
-    import tokenizers
-    import torch
-    from transformers import (GenerationConfig, WhisperConfig, WhisperFeatureExtractor,
-                              WhisperForConditionalGeneration, WhisperProcessor, WhisperTokenizer)
-
-    eot = "<|endoftext|>"
-    tokenizer = WhisperTokenizer(tokenizer_object=tokenizers.Tokenizer.from_file(str(tokenizer_json)),
-                                 unk_token=eot, bos_token=eot, eos_token=eot, pad_token=eot)
-    processor = WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tokenizer)
-    processor.save_pretrained(folder)
-    ids = tokenizer.get_vocab()
-    languages = {f"<|{code}|>": ids[f"<|{code}|>"] for code in ("en", "zh", "de", "fr", "es")}
-    config = WhisperConfig(
-        vocab_size=len(tokenizer), num_mel_bins=80, d_model=32, encoder_layers=2, decoder_layers=2,
-        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
-        max_source_positions=1500, max_target_positions=448, decoder_start_token_id=ids["<|startoftranscript|>"],
-        pad_token_id=ids[eot], eos_token_id=ids[eot], bos_token_id=ids[eot], init_std=1.0,
-    )
-    torch.manual_seed(0)
-    model = WhisperForConditionalGeneration(config)
-    model.generation_config = GenerationConfig(
-        decoder_start_token_id=ids["<|startoftranscript|>"], eos_token_id=ids[eot], pad_token_id=ids[eot],
-        bos_token_id=ids[eot], lang_to_id=languages,
-        task_to_id={"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
-        no_timestamps_token_id=ids["<|notimestamps|>"], is_multilingual=True, max_initial_timestamp_index=50,
-        begin_suppress_tokens=[220, ids[eot]], suppress_tokens=[], alignment_heads=[[1, 0], [1, 1]], max_length=448,
-    )
-    model.save_pretrained(folder)
-    return folder
-
-
 @pytest.fixture(scope="session")
 def tiny_qwen(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_qwen3_asr(tmp_path_factory.mktemp("qwen3-asr-tiny"))
+    return build_qwen3_asr(tmp_path_factory.mktemp("qwen3-asr-tiny"))
 
 
 @pytest.fixture(scope="session")
 def tiny_whisper(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> Path:
-    return build_tiny_whisper(tmp_path_factory.mktemp("whisper-tiny"), model_dir / "tokenizer.json")
+    return build_whisper(tmp_path_factory.mktemp("whisper-tiny"), model_dir / "tokenizer.json")
 
 
 def noise_items(lengths: list[float], recordings: int = 2, seed: int = 1) -> list[tuple[AudioChunk, np.ndarray]]:
@@ -152,8 +75,8 @@ def noise_items(lengths: list[float], recordings: int = 2, seed: int = 1) -> lis
 
 def transformers_settings(settings: Settings, model_dir: Path, family: str, **changes: Any) -> Settings:
     """One torch thread: the tiny models gain nothing from more, and the test machine's cores are shared."""
-    return dataclasses.replace(settings, engine="transformers", model_family=family, model_dir=str(model_dir),
-                               cpu_threads=1, **changes)
+    return settings.override(engine="transformers", model_family=family, model_dir=str(model_dir), cpu_threads=1,
+                             **changes)
 
 
 # -- packing ---------------------------------------------------------------------------------------------------
@@ -216,7 +139,7 @@ class ScriptedWhisper(WindowedWhisper):
     batch_size = 8
     model_name = "scripted"
 
-    def __init__(self, settings: Settings, hears: Any) -> None:
+    def __init__(self, settings: AsrSettings, hears: Any) -> None:
         self.settings = settings
         self.packing_stats = PackingStats()
         self.hears = hears
@@ -238,24 +161,24 @@ def test_a_chunk_left_empty_by_its_shared_window_is_decoded_again_alone(settings
         return [Word(f" said{slot.item}.", slot.offset + 0.1, slot.offset + 0.5, 0.9)
                 for slot in window.slots[: 1 if len(window.slots) > 1 else None]]
 
-    engine = ScriptedWhisper(dataclasses.replace(settings, language="en"), hears)
+    engine = ScriptedWhisper(settings.override(language="en").asr, hears)
     out = engine.transcribe_batch(items)
     assert [[s.text for s in segs] for segs in out] == [["said0."], ["said1."], ["said2."], ["said3."]]
     assert engine.windows[0] == [0, 2, 3, 1] and sorted(engine.windows[1:]) == [[1], [2], [3]]
     assert engine.packing_stats.as_dict() == {"chunks": 4, "windows": 1, "shared": 4, "degenerate_redone": 0,
                                               "empty_redone": 3, "empty_after_redo": 0, "fallback_rate": 0.75}
 
-    silent = ScriptedWhisper(dataclasses.replace(settings, language="en"), lambda w: [])
+    silent = ScriptedWhisper(settings.override(language="en").asr, lambda w: [])
     assert silent.transcribe_batch(items) == [[], [], [], []]  # only decoded alone may a chunk end empty
     assert (silent.packing_stats.empty_redone, silent.packing_stats.empty_after_redo) == (4, 4)
     assert len(silent.windows) == 5
 
 
 def test_token_budgets_follow_the_language(settings: Settings) -> None:
-    conf = dataclasses.replace(settings, max_tokens_per_second=10.0, language_tokens_per_second={"zh": "16"})
-    assert token_budget(conf, 10.0, "en") == 108 and token_budget(conf, 10.0, "zh") == 168
-    assert token_budget(conf, 10.0, None) == 168  # not known yet: the most any language gets
-    assert token_budget(conf, 10.0, "de") == 108
+    conf = settings.override(max_tokens_per_second=10.0, language_tokens_per_second={"zh": "16"})
+    assert token_budget(conf.asr, 10.0, "en") == 108 and token_budget(conf.asr, 10.0, "zh") == 168
+    assert token_budget(conf.asr, 10.0, None) == 168  # not known yet: the most any language gets
+    assert token_budget(conf.asr, 10.0, "de") == 108
 
 
 # -- OOM back-off ------------------------------------------------------------------------------------------------
@@ -298,9 +221,9 @@ def test_back_off_halves_the_batch_retries_it_and_gives_up_at_one() -> None:
 def test_qwen3_asr_engine_batches_by_length_and_keeps_order(settings: Settings, tiny_qwen: Path) -> None:
     items = noise_items([2.2, 7.5, 0.4, 4.1, 3.3])
     base = transformers_settings(settings, tiny_qwen, "qwen3_asr", language="en")
-    results = {size: get_engine(dataclasses.replace(base, batch_size=size)).transcribe_batch(items)
+    results = {size: get_engine(base.override(batch_size=size).asr).transcribe_batch(items)
                for size in (1, 2, 8)}
-    engine = get_engine(dataclasses.replace(base, batch_size=2))
+    engine = get_engine(base.override(batch_size=2).asr)
     assert engine.model_name == f"{tiny_qwen.name}-transformers-float32"
     assert engine.model.dtype.is_floating_point and engine.model.config._attn_implementation == "sdpa"
     texts = {size: [[s.text for s in segs] for segs in out] for size, out in results.items()}
@@ -315,7 +238,7 @@ def test_qwen3_asr_engine_batches_by_length_and_keeps_order(settings: Settings, 
 
 
 def test_qwen3_asr_budget_follows_chunk_length(settings: Settings, tiny_qwen: Path) -> None:
-    engine = get_engine(transformers_settings(settings, tiny_qwen, "qwen3_asr", language="en", batch_size=2))
+    engine = get_engine(transformers_settings(settings, tiny_qwen, "qwen3_asr", language="en", batch_size=2).asr)
     short, long = engine.transcribe_batch(noise_items([0.5, 6.0]))
     assert len(short[0].text) < len(long[0].text)  # a random model never stops: the budget does
     assert engine.max_new_tokens(0.5) == 13 and engine.max_new_tokens(6.0) == 68
@@ -325,7 +248,7 @@ def test_qwen3_asr_oom_on_generate_halves_the_bucket(settings: Settings, tiny_qw
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    engine = get_engine(transformers_settings(settings, tiny_qwen, "qwen3_asr", language="en", batch_size=4))
+    engine = get_engine(transformers_settings(settings, tiny_qwen, "qwen3_asr", language="en", batch_size=4).asr)
     items = noise_items([1.0, 2.0, 3.0, 1.5, 2.5], seed=3)
     expected = engine.transcribe_batch(items)
     generate, sizes = engine.model.generate, []
@@ -350,7 +273,7 @@ def test_qwen3_asr_oom_on_generate_halves_the_bucket(settings: Settings, tiny_qw
 def test_whisper_transformers_engine_packs_and_keeps_chunks_apart(settings: Settings, tiny_whisper: Path) -> None:
     items = noise_items([6.0, 2.5, 9.0, 3.0, 4.5, 12.0], recordings=3)
     base = transformers_settings(settings, tiny_whisper, "whisper", language="en", max_tokens_per_second=3.0)
-    by_size = {size: get_engine(dataclasses.replace(base, batch_size=size)).transcribe_batch(items) for size in (1, 3)}
+    by_size = {size: get_engine(base.override(batch_size=size).asr).transcribe_batch(items) for size in (1, 3)}
     assert by_size[1] == by_size[3]
     assert sum(1 for segs in by_size[1] if segs) >= 4  # the random model writes something for most chunks
     for (chunk, _), segments in zip(items, by_size[1]):
@@ -362,7 +285,7 @@ def test_whisper_transformers_engine_packs_and_keeps_chunks_apart(settings: Sett
 
 
 def test_whisper_transformers_detects_language_per_recording(settings: Settings, tiny_whisper: Path) -> None:
-    engine = get_engine(transformers_settings(settings, tiny_whisper, "whisper", language=None))
+    engine = get_engine(transformers_settings(settings, tiny_whisper, "whisper", language=None).asr)
     items = noise_items([3.0, 2.0, 4.0, 1.0], recordings=2)
     results = engine.transcribe_batch(items)
     detected = {seg.recording_id: seg.language for segs in results for seg in segs}
@@ -379,7 +302,7 @@ def test_whisper_transformers_detects_language_per_recording(settings: Settings,
 def test_transformers_model_folder_errors_name_folder_and_file(settings: Settings, tiny_qwen: Path,
                                                                tiny_whisper: Path, tmp_path: Path) -> None:
     def load(folder: Path, family: str = "qwen3_asr") -> None:
-        get_engine(transformers_settings(settings, folder, family, language="en"))
+        get_engine(transformers_settings(settings, folder, family, language="en").asr)
 
     with pytest.raises(ModelError, match="does not exist"):
         load(tmp_path / "nowhere")
@@ -408,7 +331,7 @@ def test_transformers_model_folder_errors_name_folder_and_file(settings: Setting
 def test_transformers_on_gpu_wants_a_gpu_type(settings: Settings, tiny_qwen: Path) -> None:
     cuda = transformers_settings(settings, tiny_qwen, "qwen3_asr", device="cuda", compute_type="int8")
     with pytest.raises(ValueError, match="compute_type 'int8' is not supported by the transformers engine"):
-        get_engine(cuda)
+        get_engine(cuda.asr)
 
 
 # -- CTranslate2 on real speech ----------------------------------------------------------------------------------
@@ -446,8 +369,8 @@ def test_ctranslate2_packs_calls_into_one_window_without_leaking_text(
     settings: Settings, model_dir: Path, spoken_calls: list[tuple[AudioChunk, np.ndarray]]
 ) -> None:
     durations = [len(a) / SR for _, a in spoken_calls]
-    assert len(pack(durations, ["en"] * len(durations), gap=settings.pack_gap_seconds)) == 1  # all share a window
-    engine = get_engine(settings)  # language: null, detected per recording before packing
+    assert len(pack(durations, ["en"] * len(durations), gap=settings.asr.pack_gap_seconds)) == 1  # all share a window
+    engine = get_engine(settings.asr)  # language: null, detected per recording before packing
     results = engine.transcribe_batch(spoken_calls)
     distinct = {name: words(text) - set().union(*(words(t) for n, t in CALLS.items() if n != name))
                 for name, text in CALLS.items()}
@@ -470,10 +393,17 @@ def test_shard_batches_its_recordings_and_keeps_per_recording_checkpoints(
     from datetime import date
 
     from asr_tasks.models import Transcript
-    from asr_tasks.pipeline import preprocess, preprocessed_prefixes, sense, transcribe_shard, transcript_key
+    from asr_tasks.pipeline import (
+        load_engine,
+        preprocess,
+        preprocessed_prefixes,
+        sense,
+        transcribe_shard,
+        transcript_key,
+    )
     from asr_tasks.storage import LocalStore, get_json
 
-    store = LocalStore(settings.path("store_root"))
+    store = LocalStore(settings.storage.path("store_root"))
     names = ["weather", "invoice", "violin"]
     for name in names:
         audio = speak(CALLS[name], tmp_path)
@@ -483,22 +413,22 @@ def test_shard_batches_its_recordings_and_keeps_per_recording_checkpoints(
             wav.setsampwidth(2)
             wav.setframerate(SR)
             wav.writeframes((np.pad(audio, (SR // 2, SR // 2)) * 32767).astype("<i2").tobytes())
-        store.put_file(settings.recordings_bucket, f"calls/2026/11/27/{name}.wav", path)
+        store.put_file(settings.storage.recordings_bucket, f"calls/2026/11/27/{name}.wav", path)
     results = [preprocess(r, store, settings) for r in sense(store, settings, date(2026, 11, 27))]
     shard = preprocessed_prefixes(results)
     by_name = {r.key.rsplit("/", 1)[-1][:-4]: r.artefact_prefix for r in results}
     assert transcribe_shard([by_name["weather"]], store, settings)["recordings"] == 1
-    first = settings.path("store_root") / settings.artefacts_bucket / transcript_key(by_name["weather"], settings)
+    first = settings.storage.path("store_root") / settings.storage.artefacts_bucket / transcript_key(by_name["weather"], settings)
     stamp = first.stat().st_mtime_ns
 
-    engine = get_engine(settings)
+    engine = load_engine(settings)
     calls: list[int] = []
     batch = engine.transcribe_batch
     monkeypatch.setattr(engine, "transcribe_batch", lambda items: calls.append(len(items)) or batch(items))
     assert transcribe_shard(shard, store, settings)["recordings"] == 2  # the weather call is checkpointed
     assert first.stat().st_mtime_ns == stamp and calls == [2]  # one engine call for both remaining recordings
     for name in names:
-        transcript = Transcript.from_dict(get_json(store, settings.artefacts_bucket,
+        transcript = Transcript.from_dict(get_json(store, settings.storage.artefacts_bucket,
                                                    transcript_key(by_name[name], settings)))
         said = words(" ".join(s.text for s in transcript.segments))
         assert {"weather": "paris", "invoice": "invoice", "violin": "violin"}[name] in said
@@ -509,9 +439,9 @@ def test_shard_batches_its_recordings_and_keeps_per_recording_checkpoints(
 
 HOLD = """
 import dataclasses, sys, time
-from asr_tasks.config import Settings
+from asr_tasks.config import AsrSettings, Settings
 from asr_tasks.engines.devices import acquire_device
-lease = acquire_device(dataclasses.replace(Settings(), device="cuda", gpu_count=2, device_lock_dir=sys.argv[1]))
+lease = acquire_device(Settings().override(device="cuda", gpu_count=2, device_lock_dir=sys.argv[1]).asr)
 print(lease.torch_device, flush=True)
 time.sleep(60)
 """
@@ -530,19 +460,17 @@ def gpu0_taken(tmp_path: Path) -> Iterator[Path]:
 
 
 def test_each_task_gets_a_gpu_of_its_own(settings: Settings, gpu0_taken: Path) -> None:
-    cuda = dataclasses.replace(settings, device="cuda", gpu_count=2, device_lock_dir=str(gpu0_taken),
-                               device_wait_seconds=0.5)
-    second = acquire_device(cuda)
+    cuda = settings.override(device="cuda", gpu_count=2, device_lock_dir=str(gpu0_taken), device_wait_seconds=0.5)
+    second = acquire_device(cuda.asr)
     assert second.torch_device == "cuda:1"
     with pytest.raises(DeviceBusy, match=f"all 2 GPU slots under {gpu0_taken} stayed taken"):
-        acquire_device(cuda)
+        acquire_device(cuda.asr)
     second.release()
-    assert acquire_device(cuda).torch_device == "cuda:1"
-    two_streams = dataclasses.replace(cuda, streams_per_gpu=2)
-    leases = [acquire_device(two_streams) for _ in range(3)]
+    assert acquire_device(cuda.asr).torch_device == "cuda:1"
+    two_streams = cuda.override(streams_per_gpu=2)
+    leases = [acquire_device(two_streams.asr) for _ in range(3)]
     assert [lease.torch_device for lease in leases] == ["cuda:1", "cuda:0", "cuda:1"]
-    assert pool_slots(two_streams) == 4 and pool_slots(settings) == 1
-    assert pool_spec(two_streams)["gpu"]["slots"] == 4
+    assert device_slots(two_streams.asr) == 4 and device_slots(settings.asr) == 1
 
 
 def test_ctranslate2_engine_takes_the_free_gpu_and_backs_off_on_cuda_oom(
@@ -561,9 +489,8 @@ def test_ctranslate2_engine_takes_the_free_gpu_and_backs_off_on_cuda_oom(
 
     monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 2)
     monkeypatch.setattr(ctranslate2.models, "Whisper", on_gpu)
-    cuda = dataclasses.replace(settings, device="cuda", compute_type="float16", gpu_count=2, language="en",
-                               device_lock_dir=str(gpu0_taken), batch_size=4, pack_windows=False)
-    engine = get_engine(cuda)
+    cuda = settings.override(device="cuda", compute_type="float16", gpu_count=2, language="en", device_lock_dir=str(gpu0_taken), batch_size=4, pack_windows=False)
+    engine = get_engine(cuda.asr)
     assert engine.device == "cuda:1" and (created[0]["device"], created[0]["device_index"]) == ("cuda", 1)
     assert engine.model_name == "whisper-base-ctranslate2-float16"
 

@@ -11,7 +11,6 @@ API key, template bodies, NDJSON bulk actions, queries and retries.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import datetime as dt
 import json
 import re
@@ -170,13 +169,12 @@ def es() -> Iterator[FakeElasticsearch]:
 
 @pytest.fixture
 def es_settings(settings: Settings, es: FakeElasticsearch) -> Settings:
-    return dataclasses.replace(settings, index_backend="elasticsearch", es_url=es.url, es_api_key="aWQ6c2VjcmV0",
-                               es_retry_backoff_seconds=0.001, es_max_retries=3)
+    return settings.override(index_backend="elasticsearch", es_url=es.url, es_api_key="aWQ6c2VjcmV0", es_retry_backoff_seconds=0.001, es_max_retries=3)
 
 
 @pytest.fixture
 def index(es_settings: Settings) -> ElasticsearchIndex:
-    idx = open_index(es_settings)
+    idx = open_index(es_settings.index)
     assert isinstance(idx, ElasticsearchIndex)
     return idx
 
@@ -208,8 +206,8 @@ def test_requests_speak_the_es8_dialect_with_api_key(index: ElasticsearchIndex, 
 
 
 def test_basic_auth(es_settings: Settings, es: FakeElasticsearch) -> None:
-    idx = open_index(dataclasses.replace(es_settings, es_api_key=None, es_username="auditor", es_password="pa:ss"))
-    idx.states()
+    idx = open_index(es_settings.override(es_api_key=None, es_username="auditor", es_password="pa:ss").index)
+    idx.recordings()
     assert es.calls[0].headers["authorization"] == "Basic " + base64.b64encode(b"auditor:pa:ss").decode()
 
 
@@ -284,8 +282,7 @@ def test_templates_yearly_indices_and_bulk_actions(index: ElasticsearchIndex, es
 
 
 def test_existing_index_and_configured_analyser(es_settings: Settings, es: FakeElasticsearch) -> None:
-    idx = open_index(dataclasses.replace(es_settings, es_analyzer="smartcn", es_index_prefix="calls-zh",
-                                         es_refresh="false"))
+    idx = open_index(es_settings.override(es_analyzer="smartcn", es_index_prefix="calls-zh", es_refresh="false").index)
     es.script("PUT", "/calls-zh-segments-2026",
               error(400, "resource_already_exists_exception", "index [calls-zh-segments-2026/abc] already exists"))
     idx.replace_recording(_transcript(_recording("calls/2026/11/27/c2.wav"), ["好"]))
@@ -426,7 +423,7 @@ def test_state_lookups(index: ElasticsearchIndex, es: FakeElasticsearch) -> None
 
     es.script("POST", "/asr-recordings/_search", search_answer([
         {"_index": "asr-recordings-2026", "_id": "x", "_score": None, "_source": doc, "sort": [doc["key"], "r9"]}]))
-    assert index.states("2026-11-27") == [{
+    assert index.recordings("2026-11-27") == [{
         "recording_id": "r9", "key": "calls/2026/11/27/c9.wav", "call_date": "2026-11-27", "state": "indexed",
         "reason": None, "quality": "needs_review", "quality_failures": "speech_ratio", "segments": 4, "model": "m",
         "pipeline_version": "3"}]
@@ -449,11 +446,11 @@ def test_scans_page_with_search_after(index: ElasticsearchIndex, es: FakeElastic
 
 def test_bad_settings_are_named(es_settings: Settings) -> None:
     with pytest.raises(ValueError, match="es_refresh"):
-        open_index(dataclasses.replace(es_settings, es_refresh="sometimes"))
+        open_index(es_settings.override(es_refresh="sometimes").index)
     with pytest.raises(ValueError, match="es_index_prefix"):
-        open_index(dataclasses.replace(es_settings, es_index_prefix="Calls*"))
+        open_index(es_settings.override(es_index_prefix="Calls*").index)
     with pytest.raises(ValueError, match="es_password"):
-        open_index(dataclasses.replace(es_settings, es_api_key=None, es_username="auditor"))
+        open_index(es_settings.override(es_api_key=None, es_username="auditor").index)
 
 
 def test_page_cursor_round_trip() -> None:

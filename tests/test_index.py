@@ -96,7 +96,7 @@ def test_new_version_of_an_object_replaces_the_old_one(index: SqliteIndex) -> No
     index.replace_recording(_transcript(new, [("agent", 2.0, 3.0, "没有任何承诺")]))
     assert index.search("保证收益") == []
     assert [h.recording_id for h in index.search("承诺")] == [new.recording_id]
-    assert [r["recording_id"] for r in index.states("2026-11-27")] == [new.recording_id]
+    assert [r["recording_id"] for r in index.recordings("2026-11-27")] == [new.recording_id]
 
 
 def test_states_and_quarantine(index: SqliteIndex) -> None:
@@ -105,7 +105,7 @@ def test_states_and_quarantine(index: SqliteIndex) -> None:
     silent = _recording("calls/2026/11/27/silent.wav")
     index.replace_recording(Transcript(recording=silent, duration=20.0, segments=[], language=None, model="m",
                                        pipeline_version="1", state=NEEDS_REVIEW, reason="no speech detected"))
-    states = {r["key"]: (r["state"], r["reason"]) for r in index.states("2026-11-27")}
+    states = {r["key"]: (r["state"], r["reason"]) for r in index.recordings("2026-11-27")}
     assert states["calls/2026/11/27/broken.wav"] == (QUARANTINED, "empty file (0 bytes)")
     assert states["calls/2026/11/27/silent.wav"] == (NEEDS_REVIEW, "no speech detected")
 

@@ -11,12 +11,12 @@ import uuid
 from typing import Iterator
 
 import pytest
+from conftest import EsCluster
 
 from asr_tasks.config import Settings
 from asr_tasks.index import CursorError, Filters, TranscriptIndex, open_index
 from asr_tasks.index.elasticsearch import ElasticsearchIndex, ElasticsearchIndexError
 from asr_tasks.models import NEEDS_REVIEW, QUARANTINED, Quarantine, Recording, Segment, Transcript, recording_id_for
-from conftest import EsCluster
 
 ZH_KEY = "calls/2026/11/27/zh_call.wav"
 EN_KEY = "calls/2026/11/28/en_call.mp3"
@@ -57,7 +57,7 @@ def _fill(idx: TranscriptIndex) -> None:
 def es_index(settings: Settings, es_cluster: EsCluster) -> Iterator[ElasticsearchIndex]:
     """An empty index with a prefix of its own on the test cluster, deleted afterwards."""
     prefix = f"asrtest-{uuid.uuid4().hex[:10]}"
-    idx = open_index(es_cluster.settings(settings, prefix))
+    idx = open_index(es_cluster.settings(settings, prefix).index)
     assert isinstance(idx, ElasticsearchIndex)
     try:
         yield idx
@@ -72,7 +72,7 @@ def es_index(settings: Settings, es_cluster: EsCluster) -> Iterator[Elasticsearc
 
 @pytest.fixture(params=["sqlite", pytest.param("elasticsearch", marks=pytest.mark.elasticsearch)])
 def index(request: pytest.FixtureRequest, settings: Settings) -> TranscriptIndex:
-    idx = open_index(settings) if request.param == "sqlite" else request.getfixturevalue("es_index")
+    idx = open_index(settings.index) if request.param == "sqlite" else request.getfixturevalue("es_index")
     _fill(idx)
     return idx
 
@@ -175,7 +175,7 @@ def test_rewrites_replace_never_duplicate(index: TranscriptIndex) -> None:
         index.replace_recording(_transcript(rec, [("agent", 1.0, 4.5, "保证收益")]))
     assert spans(index, "收益", date_from="2026-01-01") == {(ZH_KEY, 1.0)}
     assert index.search("稳赚不赔") == []  # the earlier run's extra segments are gone
-    assert [r["segments"] for r in index.states("2026-11-27")] == [1]
+    assert [r["segments"] for r in index.recordings("2026-11-27")] == [1]
 
 
 def test_new_version_of_an_object_replaces_the_old_one(index: TranscriptIndex) -> None:
@@ -184,7 +184,7 @@ def test_new_version_of_an_object_replaces_the_old_one(index: TranscriptIndex) -
     index.replace_recording(_transcript(new, [("agent", 2.0, 3.0, "没有任何承诺")]))
     assert spans(index, "保证收益") == {(OLD_KEY, 3.0)}
     assert [h.recording_id for h in index.search("承诺")] == [new.recording_id]
-    assert [r["recording_id"] for r in index.states("2026-11-27")] == [new.recording_id]
+    assert [r["recording_id"] for r in index.recordings("2026-11-27")] == [new.recording_id]
     assert index.recording(old.recording_id) is None
 
 
@@ -194,7 +194,7 @@ def test_states_and_quarantine(index: TranscriptIndex) -> None:
     silent = _recording("calls/2026/11/27/silent.wav")
     index.replace_recording(Transcript(recording=silent, duration=20.0, segments=[], language=None, model="m",
                                        pipeline_version="1", state=NEEDS_REVIEW, reason="no speech detected"))
-    rows = index.states("2026-11-27")
+    rows = index.recordings("2026-11-27")
     assert [r["key"] for r in rows] == sorted(r["key"] for r in rows)
     states = {r["key"]: (r["state"], r["reason"], r["segments"]) for r in rows}
     assert states == {
@@ -202,7 +202,7 @@ def test_states_and_quarantine(index: TranscriptIndex) -> None:
         "calls/2026/11/27/silent.wav": (NEEDS_REVIEW, "no speech detected", 0),
         ZH_KEY: ("indexed", None, 3),
     }
-    assert len(index.states()) == 5
+    assert len(index.recordings()) == 5
 
 
 def test_recording_lookup_for_playback(index: TranscriptIndex) -> None:
@@ -261,7 +261,7 @@ def test_a_refused_document_fails_the_write_loudly(es_index: ElasticsearchIndex)
     assert f"recordings/{ZH_KEY}: 1 of 3 documents failed" in message and "HTTP 400" in message
     assert "[channel]" in message
     # The recording document still names the version whose segments were all accepted, so a retry rewrites it.
-    [row] = [r for r in es_index.states("2026-11-27")]
+    [row] = [r for r in es_index.recordings("2026-11-27")]
     assert (row["recording_id"], row["segments"]) == (_recording(ZH_KEY).recording_id, 3)
     assert spans(es_index, "保证", date_to="2025-12-31") == {(OLD_KEY, 3.0)}  # other recordings untouched
 
@@ -269,13 +269,13 @@ def test_a_refused_document_fails_the_write_loudly(es_index: ElasticsearchIndex)
 @pytest.mark.elasticsearch
 def test_wrong_credentials_and_an_unknown_ca_are_refused(settings: Settings, es_cluster: EsCluster) -> None:
     if es_cluster.username:
-        wrong = open_index(es_cluster.settings(settings, "asrtest-auth", es_password="not-the-password"))
+        wrong = open_index(es_cluster.settings(settings, "asrtest-auth", es_password="not-the-password").index)
         with pytest.raises(ElasticsearchIndexError, match="401"):
-            wrong.states()
+            wrong.recordings()
     if es_cluster.ca_certs:
-        untrusted = open_index(es_cluster.settings(settings, "asrtest-tls", es_ca_certs=None))
+        untrusted = open_index(es_cluster.settings(settings, "asrtest-tls", es_ca_certs=None).index)
         with pytest.raises(ElasticsearchIndexError, match="unreachable.*certificate verify failed"):
-            untrusted.states()
+            untrusted.recordings()
     assert es_cluster.username or es_cluster.ca_certs, "the cluster under test has neither users nor TLS"
 
 
@@ -285,7 +285,7 @@ def test_a_missing_analysis_module_is_named(settings: Settings, es_cluster: EsCl
         pytest.skip("ES_URL's cluster has the default distribution's modules")
     for changes, missing in (({"es_analyzer": "cjk"}, "cjk"), ({"es_english_stemmer": "porter"}, "asciifolding")):
         prefix = f"asrtest-{uuid.uuid4().hex[:10]}"
-        idx = open_index(es_cluster.settings(settings, prefix, **changes))
+        idx = open_index(es_cluster.settings(settings, prefix, **changes).index)
         assert isinstance(idx, ElasticsearchIndex)
         try:
             with pytest.raises(ElasticsearchIndexError, match=f"{missing} comes with analysis-common"):
@@ -308,5 +308,5 @@ def test_a_deleted_recording_leaves_the_view(index: TranscriptIndex) -> None:
     assert index.delete_recording("recordings", ZH_KEY) == 1
     assert spans(index, "保证收益") == {(OLD_KEY, 3.0)}  # the other recordings stay
     assert index.recording(zh.recording_id) is None and index.segments(zh.recording_id) == []
-    assert index.states("2026-11-27") == []
+    assert index.recordings("2026-11-27") == []
     assert index.delete_recording("recordings", ZH_KEY) == 0

@@ -51,7 +51,7 @@ sys.modules["torch"] = None  # as if requirements-transformers.txt were not inst
 from asr_tasks.config import Settings
 from asr_tasks.engines import EngineUnavailable, get_engine
 try:
-    get_engine(Settings(engine="transformers", model_family="qwen3_asr"))
+    get_engine(Settings().override(engine="transformers", model_family="qwen3_asr").asr)
 except EngineUnavailable as exc:
     print(exc)
 """

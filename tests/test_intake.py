@@ -7,7 +7,6 @@ record and the manifest that the next stages read are checked, not just the retu
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import subprocess
 from dataclasses import dataclass
@@ -148,14 +147,14 @@ def media(tmp_path_factory: pytest.TempPathFactory, voices: dict[str, np.ndarray
 
 def run_stage(source: Path, name: str, settings: Settings) -> tuple[StageResult, LocalStore]:
     """Drop a file into the day's folder of a fresh store and preprocess it as the DAG does."""
-    store = LocalStore(settings.path("store_root"))
-    store.put_file(settings.recordings_bucket, PREFIX + name, source)
+    store = LocalStore(settings.storage.path("store_root"))
+    store.put_file(settings.storage.recordings_bucket, PREFIX + name, source)
     (rec,) = [r for r in sense(store, settings, DAY) if r.key == PREFIX + name]
     return preprocess(rec, store, settings), store
 
 
 def manifest(result: StageResult, store: LocalStore, settings: Settings) -> Preprocessed:
-    return Preprocessed.from_dict(get_json(store, settings.artefacts_bucket, f"{result.artefact_prefix}/manifest.json"))
+    return Preprocessed.from_dict(get_json(store, settings.storage.artefacts_bucket, f"{result.artefact_prefix}/manifest.json"))
 
 
 # --- bad inputs: quarantined, with the reason ------------------------------------------------
@@ -180,15 +179,15 @@ BAD = [
 def test_bad_input_is_quarantined_with_its_reason(
     media: dict[str, Path], settings: Settings, name: str, overrides: dict[str, float], reason: str
 ) -> None:
-    settings = dataclasses.replace(settings, **overrides)
+    settings = settings.override(**overrides)
     result, store = run_stage(media[name], name, settings)
     assert result.state == QUARANTINED
     assert result.reason is not None and re.fullmatch(reason, result.reason), result.reason
-    bucket = settings.artefacts_bucket
+    bucket = settings.storage.artefacts_bucket
     record = Quarantine.from_dict(get_json(store, bucket, f"{result.artefact_prefix}/quarantine.json"))
     assert record.reason == result.reason and record.recording.key == PREFIX + name
     assert not store.exists(bucket, f"{result.artefact_prefix}/manifest.json")
-    assert not list(settings.path("work_dir").iterdir())  # nothing left behind
+    assert not list(settings.storage.path("work_dir").iterdir())  # nothing left behind
     again, _ = run_stage(media[name], name, settings)
     assert again == result  # the quarantine record is the checkpoint: not probed twice
 
@@ -222,7 +221,7 @@ def test_odd_but_valid_input_is_preprocessed(
     assert [c.speaker for c in pre.channels] == speakers
     assert pre.duration == pytest.approx(duration, abs=0.06)
     for channel in pre.channels:  # 16 kHz s16 mono PCM of the whole recording, per channel
-        pcm = settings.path("store_root") / settings.artefacts_bucket / channel.pcm_key
+        pcm = settings.storage.path("store_root") / settings.storage.artefacts_bucket / channel.pcm_key
         assert pcm.stat().st_size == pytest.approx(duration * SR * 2, abs=0.06 * SR * 2)
     for channel, sentence, at in speech:
         clip = voices[f"{sentence}@16000"]
@@ -230,7 +229,7 @@ def test_odd_but_valid_input_is_preprocessed(
         mine = [c for c in pre.chunks if c.channel == channel]
         assert covers(mine, start, end), (sentence, start, end, mine)
         assert all(c.start >= start - 0.5 and c.end <= end + 0.5 for c in mine), mine  # nothing but the speech
-    assert not store.exists(settings.artefacts_bucket, f"{result.artefact_prefix}/quarantine.json")
+    assert not store.exists(settings.storage.artefacts_bucket, f"{result.artefact_prefix}/quarantine.json")
 
 
 def test_total_silence_is_preprocessed_and_then_needs_review(media: dict[str, Path], settings: Settings) -> None:
@@ -302,7 +301,7 @@ def check_long_call(seconds: float, voices: dict[str, np.ndarray], settings: Set
     pre = manifest(result, store, settings)
     assert [c.speaker for c in pre.channels] == ["agent", "customer"]
     assert pre.duration == pytest.approx(seconds, abs=0.01)
-    limit, pad = settings.chunk_max_seconds, settings.vad_speech_pad_ms / 1000
+    limit, pad = settings.audio.chunk_max_seconds, settings.audio.vad_speech_pad_ms / 1000
 
     assert max(c.duration for c in pre.chunks) <= limit
     assert all(round(c.start, 3) == c.start and round(c.end, 3) == c.end for c in pre.chunks)
@@ -325,14 +324,14 @@ def check_long_call(seconds: float, voices: dict[str, np.ndarray], settings: Set
                          and run[0].start < c.end), key=lambda c: c.start)
         assert len(pieces) >= 2
         seams = [round(a.end - b.start, 3) for a, b in zip(pieces, pieces[1:]) if b.start < a.end]
-        assert seams and all(s == settings.chunk_overlap_seconds for s in seams), seams
+        assert seams and all(s == settings.audio.chunk_overlap_seconds for s in seams), seams
 
     # Times on the recording's clock: the stage's speech regions, unpadded, against the truth (±0.2 s) ...
     vad = get_vad()
     for channel in pre.channels:
-        pcm = settings.path("store_root") / settings.artefacts_bucket / channel.pcm_key
-        regions = speech_regions(vad.probabilities(pcm), SR, threshold=settings.vad_threshold,
-                                 min_silence_ms=settings.vad_min_silence_ms, speech_pad_ms=0,
+        pcm = settings.storage.path("store_root") / settings.storage.artefacts_bucket / channel.pcm_key
+        regions = speech_regions(vad.probabilities(pcm), SR, threshold=settings.audio.vad_threshold,
+                                 min_silence_ms=settings.audio.vad_min_silence_ms, speech_pad_ms=0,
                                  levels=frame_levels(pcm))
         spans = [[u] for u in truth if u.channel == channel.channel and u.run is None]
         spans += [r for r in runs.values() if r[0].channel == channel.channel]

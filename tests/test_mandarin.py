@@ -23,14 +23,15 @@ from pathlib import Path
 
 import opencc
 import pytest
+from conftest import DATA
 
 from asr_tasks.config import Settings
-from asr_tasks.engines import get_engine
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.models import Transcript
 from asr_tasks.pipeline import (
     gate_shard,
     index_results,
+    load_engine,
     plan_shards,
     preprocess_shard,
     preprocessed_prefixes,
@@ -39,7 +40,6 @@ from asr_tasks.pipeline import (
     transcript_key,
 )
 from asr_tasks.storage import LocalStore, get_json
-from conftest import DATA
 
 ZH = DATA / "zh"
 DAY = date(2026, 11, 30)
@@ -75,13 +75,13 @@ def _write_day(folder: Path) -> dict[str, Path]:
 
 
 def _run_day(settings: Settings, files: dict[str, Path]) -> Day:
-    store = LocalStore(settings.path("store_root"))
+    store = LocalStore(settings.storage.path("store_root"))
     for name, path in files.items():
-        store.put_file(settings.recordings_bucket, f"{PREFIX}{name}.wav", path)
-    index = SqliteIndex(settings.path("index_path"))
-    [shard] = plan_shards(sense(store, settings, DAY), settings)
+        store.put_file(settings.storage.recordings_bucket, f"{PREFIX}{name}.wav", path)
+    index = SqliteIndex(settings.index.path("index_path"))
+    [shard] = plan_shards(sense(store, settings, DAY), settings.airflow)
     results = preprocess_shard(shard, store, settings)
-    engine = get_engine(settings)
+    engine = load_engine(settings)
     before = dataclasses.replace(engine.packing_stats)  # type: ignore[attr-defined]
     transcribe_shard(preprocessed_prefixes(results), store, settings)
     fallbacks = engine.packing_stats.since(before).as_dict()  # type: ignore[attr-defined]
@@ -89,7 +89,7 @@ def _run_day(settings: Settings, files: dict[str, Path]) -> Day:
     index_results(results, store, index, settings)
     transcripts = {
         r.key.rsplit("/", 1)[-1].removesuffix(".wav"):
-            Transcript.from_dict(get_json(store, settings.artefacts_bucket, transcript_key(r.artefact_prefix, settings)))
+            Transcript.from_dict(get_json(store, settings.storage.artefacts_bucket, transcript_key(r.artefact_prefix, settings)))
         for r in results
     }
     return transcripts, index, fallbacks
@@ -115,11 +115,7 @@ def days(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> dict[str,
     for name, names, packed in (("window", WINDOW, True), ("packed", list(files), True),
                                 ("unpacked", list(files), False)):
         root = folder / name
-        settings = dataclasses.replace(
-            Settings(), store_root=str(root / "store"), index_path=str(root / "index.sqlite"),
-            work_dir=str(root / "work"), model_dir=str(model_dir), ledger_url=f"sqlite:///{root / 'ledger.sqlite'}",
-            language="zh", pack_windows=packed,
-        )
+        settings = Settings().override(store_root=str(root / "store"), index_path=str(root / "index.sqlite"), work_dir=str(root / "work"), model_dir=str(model_dir), ledger_url=f"sqlite:///{root / 'ledger.sqlite'}", language="zh", pack_windows=packed)
         out[name] = _run_day(settings, {n: files[n] for n in names})
     return out
 

@@ -7,7 +7,6 @@ parametrised over both backends show that switching is configuration only.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import io
 import json
@@ -25,7 +24,10 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+import services
 import urllib3
+from conftest import S3Server
+from services import free_port
 
 from asr_tasks.config import PROJECT_ROOT, Settings, get_settings, load_settings
 from asr_tasks.models import recording_id_for
@@ -39,9 +41,6 @@ from asr_tasks.storage import (
     open_store,
     recordings_ready,
 )
-import services
-from conftest import S3Server
-from services import free_port
 
 DAY = date(2024, 3, 7)
 PREFIX = "calls/2024/03/07/"
@@ -69,8 +68,8 @@ def s3_conf(settings: Settings, s3_server: S3Server) -> Iterator[Settings]:
     suffix = uuid.uuid4().hex[:10]
     conf = s3_server.settings(settings, recordings_bucket=f"rec-{suffix}", artefacts_bucket=f"art-{suffix}")
     yield conf
-    _drop_buckets(MinioStore(MinioConfig.from_settings(conf), conf.path("work_dir")),
-                  conf.recordings_bucket, conf.artefacts_bucket)
+    _drop_buckets(MinioStore(MinioConfig.from_settings(conf.storage), conf.storage.path("work_dir")),
+                  conf.storage.recordings_bucket, conf.storage.artefacts_bucket)
 
 
 @pytest.fixture(params=["local", pytest.param("minio", marks=pytest.mark.minio)])
@@ -81,14 +80,14 @@ def conf(request: pytest.FixtureRequest, settings: Settings) -> Settings:
 
 @pytest.fixture
 def store(conf: Settings) -> ObjectStore:
-    return open_store(conf)
+    return open_store(conf.storage)
 
 
 # --- one interface, two backends -----------------------------------------------------
 
 
 def test_roundtrip_stat_and_missing_objects(store: ObjectStore, conf: Settings) -> None:
-    bucket = conf.recordings_bucket
+    bucket = conf.storage.recordings_bucket
     data = b"some audio bytes" * 100
     before = datetime.now(timezone.utc) - timedelta(seconds=5)
     store.put_bytes(bucket, PREFIX + "c1.wav", data)
@@ -105,7 +104,7 @@ def test_roundtrip_stat_and_missing_objects(store: ObjectStore, conf: Settings) 
 
 
 def test_listing_is_sorted_by_whole_key_and_bounded_by_prefix(store: ObjectStore, conf: Settings) -> None:
-    bucket = conf.recordings_bucket
+    bucket = conf.storage.recordings_bucket
     keys = ["p/b.wav", "p/a.wav", "p/a/x.wav", "p/a/y/z.wav", "p/a-b/x.wav", "p/c.json", "p/é.wav",
             "q/other.wav", "pz.wav", "calls/2024/03/07/a.wav", "calls/2024/03/17/b.wav", "calls/2024/04/01/d.wav"]
     for key in keys:
@@ -121,7 +120,7 @@ def test_listing_is_sorted_by_whole_key_and_bounded_by_prefix(store: ObjectStore
 
 
 def test_local_copy_is_a_complete_file_and_temporary(store: ObjectStore, conf: Settings, tmp_path: Path) -> None:
-    bucket = conf.recordings_bucket
+    bucket = conf.storage.recordings_bucket
     big = tmp_path / "big.wav"
     big.write_bytes(os.urandom(6 * 1024 * 1024 + 17))  # above the 5 MiB part size: a multipart upload on S3
     store.put_file(bucket, PREFIX + "big.wav", big)
@@ -129,58 +128,58 @@ def test_local_copy_is_a_complete_file_and_temporary(store: ObjectStore, conf: S
     with store.local_copy(bucket, PREFIX + "big.wav") as path:
         assert path.read_bytes() == big.read_bytes() and path.name == "big.wav"
         copy = path
-    if conf.store_backend == "minio":
-        assert copy.is_relative_to(conf.path("work_dir")) and not copy.exists()
-        assert not list(conf.path("work_dir").iterdir())
+    if conf.storage.store_backend == "minio":
+        assert copy.is_relative_to(conf.storage.path("work_dir")) and not copy.exists()
+        assert not list(conf.storage.path("work_dir").iterdir())
     with pytest.raises(FileNotFoundError, match="nope.wav"):
         with store.local_copy(bucket, PREFIX + "nope.wav"):
             pass
 
 
 def test_presigned_url_plays_the_recording(store: ObjectStore, conf: Settings) -> None:
-    store.put_bytes(conf.recordings_bucket, PREFIX + "c1.wav", b"RIFF....WAVE")
-    url = store.presigned_url(conf.recordings_bucket, PREFIX + "c1.wav", timedelta(minutes=10))
+    store.put_bytes(conf.storage.recordings_bucket, PREFIX + "c1.wav", b"RIFF....WAVE")
+    url = store.presigned_url(conf.storage.recordings_bucket, PREFIX + "c1.wav", timedelta(minutes=10))
     assert url is not None
     with urllib.request.urlopen(url, timeout=30) as response:
         assert response.read() == b"RIFF....WAVE"
-    if conf.store_backend == "minio":
+    if conf.storage.store_backend == "minio":
         assert "X-Amz-Expires=600" in url and "X-Amz-Signature=" in url
     else:
         assert url.startswith("file://")
 
 
 def test_day_listing_reads_sidecars_and_skips_markers(store: ObjectStore, conf: Settings) -> None:
-    bucket = conf.recordings_bucket
+    bucket = conf.storage.recordings_bucket
     store.put_bytes(bucket, PREFIX + "c2.mp3", b"call two")
     store.put_bytes(bucket, PREFIX + "c1.wav", b"call one")
     store.put_bytes(bucket, PREFIX + "c1.json", json.dumps({"agent_id": "A17", "direction": "inbound"}).encode())
     store.put_bytes(bucket, PREFIX + "_READY", b"")
     store.put_bytes(bucket, "calls/2024/03/08/c3.wav", b"next day")
-    recs = list_recordings(store, conf, DAY)
+    recs = list_recordings(store, conf.storage, DAY)
     assert [r.key for r in recs] == [PREFIX + "c1.wav", PREFIX + "c2.mp3"]
     assert (recs[0].agent_id, recs[0].direction, recs[1].agent_id) == ("A17", "inbound", None)
     assert recs[0].recording_id == recording_id_for(bucket, PREFIX + "c1.wav", md5(b"call one"))
 
 
 def test_readiness_by_marker_and_by_quiet_period(store: ObjectStore, conf: Settings) -> None:
-    bucket = conf.recordings_bucket
-    marker = dataclasses.replace(conf, ready_check="marker")
+    bucket = conf.storage.recordings_bucket
+    marker = conf.override(ready_check="marker")
     store.put_bytes(bucket, PREFIX + "c1.wav", b"call one")
-    assert not recordings_ready(store, marker, DAY).ready
+    assert not recordings_ready(store, marker.storage, DAY).ready
     store.put_bytes(bucket, PREFIX + "_READY", b"")
-    assert recordings_ready(store, marker, DAY).ready
+    assert recordings_ready(store, marker.storage, DAY).ready
 
-    quiet = dataclasses.replace(conf, ready_check="quiet", ready_quiet_seconds=3600)
-    waiting = recordings_ready(store, quiet, DAY)  # the day is long over, but an upload just happened
+    quiet = conf.override(ready_check="quiet", ready_quiet_seconds=3600)
+    waiting = recordings_ready(store, quiet.storage, DAY)  # the day is long over, but an upload just happened
     assert not waiting.ready and waiting.objects == 2
-    assert recordings_ready(store, quiet, DAY, now=datetime.now(timezone.utc) + timedelta(hours=2)).ready
-    assert recordings_ready(store, dataclasses.replace(quiet, ready_quiet_seconds=0), DAY).ready
+    assert recordings_ready(store, quiet.storage, DAY, now=datetime.now(timezone.utc) + timedelta(hours=2)).ready
+    assert recordings_ready(store, quiet.override(ready_quiet_seconds=0).storage, DAY).ready
     # An empty day is ready once it is over (a holiday in a backfill), not before.
-    assert recordings_ready(store, quiet, date(2024, 3, 9)).ready
+    assert recordings_ready(store, quiet.storage, date(2024, 3, 9)).ready
     tomorrow = datetime.now(timezone.utc).date() + timedelta(days=1)
-    assert not recordings_ready(store, dataclasses.replace(quiet, ready_quiet_seconds=0), tomorrow).ready
+    assert not recordings_ready(store, quiet.override(ready_quiet_seconds=0).storage, tomorrow).ready
     with pytest.raises(ValueError, match="ready_check"):
-        recordings_ready(store, dataclasses.replace(conf, ready_check="soon"), DAY)
+        recordings_ready(store, conf.override(ready_check="soon").storage, DAY)
 
 
 # --- MinIO only ----------------------------------------------------------------------
@@ -188,19 +187,19 @@ def test_readiness_by_marker_and_by_quiet_period(store: ObjectStore, conf: Setti
 
 @pytest.mark.minio
 def test_stat_returns_user_metadata(s3_conf: Settings) -> None:
-    store = open_store(s3_conf)
+    store = open_store(s3_conf.storage)
     assert isinstance(store, MinioStore)
-    store.put_bytes(s3_conf.recordings_bucket, "k.wav", b"x")  # creates the bucket
-    store.client.put_object(s3_conf.recordings_bucket, "k.wav", io.BytesIO(b"xyz"), 3,
+    store.put_bytes(s3_conf.storage.recordings_bucket, "k.wav", b"x")  # creates the bucket
+    store.client.put_object(s3_conf.storage.recordings_bucket, "k.wav", io.BytesIO(b"xyz"), 3,
                             metadata={"agent-id": "A1", "direction": "inbound"})
-    info = store.stat(s3_conf.recordings_bucket, "k.wav")
+    info = store.stat(s3_conf.storage.recordings_bucket, "k.wav")
     assert info is not None and info.size == 3 and dict(info.metadata) == {"agent-id": "A1", "direction": "inbound"}
 
 
 @pytest.mark.minio  # 1,005 uploads; bench/listing.py pages through 100,000 keys
 def test_listing_pages_through_more_than_a_thousand_keys(s3_conf: Settings) -> None:
-    store = open_store(s3_conf)
-    bucket = s3_conf.recordings_bucket
+    store = open_store(s3_conf.storage)
+    bucket = s3_conf.storage.recordings_bucket
     keys = [f"{PREFIX}{i:05d}.wav" for i in range(1005)]
     store.put_bytes(bucket, keys[0], b"x")
     with ThreadPoolExecutor(8) as pool:
@@ -270,14 +269,14 @@ def test_tls_with_the_intranet_ca_bundle(
 def test_switching_to_minio_is_configuration_only(s3_server: S3Server, s3_conf: Settings, tmp_path: Path) -> None:
     scheme = "https" if s3_server.secure else "http"
     env = {**s3_server.env(), "ASR_MINIO_ENDPOINT": f"{scheme}://{s3_server.endpoint}", "ASR_MINIO_SECURE": "true",
-           "ASR_RECORDINGS_BUCKET": s3_conf.recordings_bucket, "ASR_WORK_DIR": str(tmp_path / "work")}
+           "ASR_RECORDINGS_BUCKET": s3_conf.storage.recordings_bucket, "ASR_WORK_DIR": str(tmp_path / "work")}
     conf = load_settings(env=env)
-    store = open_store(conf)
+    store = open_store(conf.storage)
     assert isinstance(store, MinioStore) and store.config.secure is s3_server.secure  # the URL's scheme decides
-    store.put_bytes(conf.recordings_bucket, PREFIX + "c1.wav", b"one")
-    assert [r.key for r in list_recordings(store, conf, DAY)] == [PREFIX + "c1.wav"]
+    store.put_bytes(conf.storage.recordings_bucket, PREFIX + "c1.wav", b"one")
+    assert [r.key for r in list_recordings(store, conf.storage, DAY)] == [PREFIX + "c1.wav"]
     with pytest.raises(ValueError, match="store_backend"):
-        open_store(dataclasses.replace(conf, store_backend="s3"))
+        open_store(conf.override(store_backend="s3").storage)
 
 
 @pytest.mark.minio
@@ -287,23 +286,23 @@ def test_airflow_connection_wins_inside_airflow_tasks(
     monkeypatch.syspath_prepend(str(PROJECT_ROOT / "plugins"))
     from airflow_store import connection_minio_config, task_store
 
-    conf = dataclasses.replace(s3_conf, minio_endpoint="nowhere.invalid:9000", minio_conn_id="asr_minio_test")
+    conf = s3_conf.override(minio_endpoint="nowhere.invalid:9000", minio_conn_id="asr_minio_test")
     host, port = s3_server.endpoint.rsplit(":", 1)
     monkeypatch.setenv("AIRFLOW_CONN_ASR_MINIO_TEST", json.dumps({
         "conn_type": "aws", "host": host, "port": int(port), "login": s3_server.access_key,
         "password": s3_server.secret_key, "extra": {"secure": s3_server.secure, "ca_bundle": s3_server.ca_bundle},
     }))
-    assert minio_config(conf).endpoint == "nowhere.invalid:9000"  # the library: the settings
-    resolved = connection_minio_config(conf)  # a task: the connection
+    assert minio_config(conf.storage).endpoint == "nowhere.invalid:9000"  # the library: the settings
+    resolved = connection_minio_config(conf.storage)  # a task: the connection
     assert resolved is not None
     assert resolved.endpoint == s3_server.endpoint and resolved.secret_key == s3_server.secret_key
     assert s3_server.secret_key not in repr(resolved)
-    store = task_store(conf)
-    store.put_bytes(conf.recordings_bucket, "k.wav", b"via the connection")
-    assert store.get_bytes(conf.recordings_bucket, "k.wav") == b"via the connection"
+    store = task_store(conf.storage)
+    store.put_bytes(conf.storage.recordings_bucket, "k.wav", b"via the connection")
+    assert store.get_bytes(conf.storage.recordings_bucket, "k.wav") == b"via the connection"
     # A connection that does not exist falls back to the settings.
-    assert connection_minio_config(dataclasses.replace(conf, minio_conn_id="asr_absent")) is None
-    assert connection_minio_config(dataclasses.replace(conf, store_backend="local")) is None
+    assert connection_minio_config(conf.override(minio_conn_id="asr_absent").storage) is None
+    assert connection_minio_config(conf.override(store_backend="local").storage) is None
 
 
 def test_minio_config_from_a_connection_url() -> None:
@@ -323,7 +322,7 @@ def test_minio_config_from_a_connection_url() -> None:
 def test_sensor_pokes_the_marker_on_the_server(
     s3_server: S3Server, s3_conf: Settings, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    for name, value in {**s3_server.env(), "ASR_RECORDINGS_BUCKET": s3_conf.recordings_bucket,
+    for name, value in {**s3_server.env(), "ASR_RECORDINGS_BUCKET": s3_conf.storage.recordings_bucket,
                         "ASR_WORK_DIR": str(tmp_path), "ASR_READY_CHECK": "marker", "ASR_MINIO_CONN_ID": "none",
                         "ASR_SENSOR_POKE_SECONDS": "120"}.items():
         monkeypatch.setenv(name, value)
@@ -334,10 +333,10 @@ def test_sensor_pokes_the_marker_on_the_server(
     try:
         sensor = RecordingsReadySensor(task_id="wait_for_recordings", day=DAY.isoformat())
         assert sensor.mode == "reschedule" and sensor.poke_interval == 120
-        store = open_store(get_settings())
-        store.put_bytes(s3_conf.recordings_bucket, PREFIX + "c1.wav", b"call")
+        store = open_store(get_settings().storage)
+        store.put_bytes(s3_conf.storage.recordings_bucket, PREFIX + "c1.wav", b"call")
         assert sensor.poke({}) is False
-        store.put_bytes(s3_conf.recordings_bucket, PREFIX + "_READY", b"")
+        store.put_bytes(s3_conf.storage.recordings_bucket, PREFIX + "_READY", b"")
         assert sensor.poke({}) is True
     finally:
         get_settings.cache_clear()

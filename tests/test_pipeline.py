@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 import subprocess
@@ -32,21 +31,21 @@ PREFIX = "calls/2026/11/27/"
 
 
 def test_shards_are_planned_from_the_listing_by_count_and_bytes() -> None:
-    settings = dataclasses.replace(Settings(), shard_max_recordings=3, shard_max_bytes=1000)
+    settings = Settings().override(shard_max_recordings=3, shard_max_bytes=1000)
     sizes = {"a": 100, "b": 100, "c": 100, "d": 100, "e": 5000, "f": 600, "g": 500, "h": 10}
     recordings = [Recording(f"id-{name}", "recordings", f"{PREFIX}{name}.wav", "etag", size, name, "2026-11-27")
                   for name, size in reversed(sizes.items())]
-    shards = plan_shards(recordings, settings)
+    shards = plan_shards(recordings, settings.airflow)
     assert [[r.call_id for r in shard] for shard in shards] == [
         ["a", "b", "c"],  # three at most
         ["d"], ["e"],  # a file over the byte limit gets a shard of its own
         ["f"], ["g", "h"],  # 600 + 500 would pass 1000 bytes
     ]
-    assert plan_shards([], settings) == []
+    assert plan_shards([], settings.airflow) == []
 
 
 def _seed(store: LocalStore, settings: Settings, jfk: Path, tmp_path: Path) -> None:
-    bucket = settings.recordings_bucket
+    bucket = settings.storage.recordings_bucket
     store.put_file(bucket, PREFIX + "c1.flac", jfk)
     store.put_bytes(bucket, PREFIX + "c1.json", json.dumps({"agent_id": "AG-7", "direction": "inbound"}).encode())
     store.put_bytes(bucket, PREFIX + "empty.wav", b"")
@@ -59,13 +58,13 @@ def _seed(store: LocalStore, settings: Settings, jfk: Path, tmp_path: Path) -> N
 
 
 def test_day_end_to_end_without_airflow(settings: Settings, model_dir: Path, jfk: Path, tmp_path: Path) -> None:
-    store = LocalStore(settings.path("store_root"))
-    index = SqliteIndex(settings.path("index_path"))
+    store = LocalStore(settings.storage.path("store_root"))
+    index = SqliteIndex(settings.index.path("index_path"))
     _seed(store, settings, jfk, tmp_path)
 
     recordings = sense(store, settings, DAY)
     assert sorted(r.key for r in recordings) == [PREFIX + n for n in ("c1.flac", "empty.wav", "notes.mp3", "silent.wav")]
-    [shard] = plan_shards(recordings, settings)
+    [shard] = plan_shards(recordings, settings.airflow)
     results = preprocess_shard(shard, store, settings)
     assert [r.key for r in results] == [r.key for r in shard]  # in the shard's order, whatever finished first
     reasons = {r.key.rsplit("/", 1)[-1]: r.reason for r in results if r.state == "quarantined"}
@@ -77,7 +76,7 @@ def test_day_end_to_end_without_airflow(settings: Settings, model_dir: Path, jfk
     assert gate_shard(results, store, settings) == 2
     assert index_results(results, store, index, settings) == {"indexed": 1, "needs_review": 1, "quarantined": 2}
 
-    states = {row["key"].rsplit("/", 1)[-1]: row["state"] for row in index.states("2026-11-27")}
+    states = {row["key"].rsplit("/", 1)[-1]: row["state"] for row in index.recordings("2026-11-27")}
     assert states == {"c1.flac": "indexed", "silent.wav": "needs_review", "empty.wav": "quarantined",
                       "notes.mp3": "quarantined"}
     hits = index.search("ask not what your country", agent="AG-7")
@@ -85,7 +84,7 @@ def test_day_end_to_end_without_airflow(settings: Settings, model_dir: Path, jfk
 
     # A re-run of the day: every stage finds its artefact, the index is left as it is.
     jfk_result = next(r for r in results if r.key.endswith("c1.flac"))
-    transcript = settings.path("store_root") / settings.artefacts_bucket / transcript_key(jfk_result.artefact_prefix, settings)
+    transcript = settings.storage.path("store_root") / settings.storage.artefacts_bucket / transcript_key(jfk_result.artefact_prefix, settings)
     stamp = transcript.stat().st_mtime_ns
     segments = index.segment_count()
     again = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
@@ -103,38 +102,38 @@ def test_day_end_to_end_without_airflow(settings: Settings, model_dir: Path, jfk
 
     # The index is a view: rebuilt from the gated transcripts, without the model, it answers as before.
     hits = [(h.recording_id, h.start, h.text) for h in index.search("ask not what your country")]
-    states = index.states("2026-11-27")
-    code = (f"import sys; from asr_tasks.cli import main; rc = main(['reindex', '--date', '2026-11-27']); "
+    states = index.recordings("2026-11-27")
+    code = ("import sys; from asr_tasks.cli import main; rc = main(['reindex', '--date', '2026-11-27']); "
             "print(sorted(m for m in ('faster_whisper', 'ctranslate2', 'onnxruntime') if m in sys.modules)); "
             "sys.exit(rc)")
     fresh = tmp_path / "rebuilt.sqlite"
-    env = {"ASR_STORE_ROOT": settings.store_root, "ASR_INDEX_PATH": str(fresh), "ASR_LEDGER_URL": settings.ledger_url,
-           "ASR_MODEL_DIR": settings.model_dir, "PATH": "/usr/bin:/bin"}
+    env = {"ASR_STORE_ROOT": settings.storage.store_root, "ASR_INDEX_PATH": str(fresh), "ASR_LEDGER_URL": settings.ledger.ledger_url,
+           "ASR_MODEL_DIR": settings.asr.model_dir, "PATH": "/usr/bin:/bin"}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.splitlines() == ["2026-11-27: indexed 1, needs_review 1, quarantined 2", "[]"]
     rebuilt = SqliteIndex(fresh)
     assert [(h.recording_id, h.start, h.text) for h in rebuilt.search("ask not what your country")] == hits
-    assert rebuilt.states("2026-11-27") == states
+    assert rebuilt.recordings("2026-11-27") == states
 
 
 def test_replaced_object_is_reprocessed_and_replaces_old_documents(
     settings: Settings, model_dir: Path, jfk: Path, tmp_path: Path
 ) -> None:
-    store = LocalStore(settings.path("store_root"))
-    index = SqliteIndex(settings.path("index_path"))
-    store.put_bytes(settings.recordings_bucket, PREFIX + "c1.wav", b"")  # a failed upload...
+    store = LocalStore(settings.storage.path("store_root"))
+    index = SqliteIndex(settings.index.path("index_path"))
+    store.put_bytes(settings.storage.recordings_bucket, PREFIX + "c1.wav", b"")  # a failed upload...
     first = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
     gate_shard(first, store, settings)
     index_results(first, store, index, settings)
-    assert [r["state"] for r in index.states()] == ["quarantined"]
+    assert [r["state"] for r in index.recordings()] == ["quarantined"]
 
     copy = tmp_path / "c1.wav"
     shutil.copyfile(jfk, copy)
-    store.put_file(settings.recordings_bucket, PREFIX + "c1.wav", copy)  # ...re-uploaded under the same key
+    store.put_file(settings.storage.recordings_bucket, PREFIX + "c1.wav", copy)  # ...re-uploaded under the same key
     second = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
     assert second[0].recording_id != first[0].recording_id
     transcribe_shard(preprocessed_prefixes(second), store, settings)
     gate_shard(second, store, settings)
     index_results(second, store, index, settings)
-    assert [(r["recording_id"], r["state"]) for r in index.states()] == [(second[0].recording_id, "indexed")]
+    assert [(r["recording_id"], r["state"]) for r in index.recordings()] == [(second[0].recording_id, "indexed")]

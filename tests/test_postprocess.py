@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -44,7 +43,7 @@ def terms_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def pp_settings(terms_dir: Path) -> Settings:
-    return dataclasses.replace(Settings(), terms_dir=str(terms_dir))
+    return Settings().override(terms_dir=str(terms_dir))
 
 
 @pytest.mark.parametrize(
@@ -132,7 +131,7 @@ def test_traditional_to_simplified(traditional: str, simplified: str) -> None:
     ],
 )
 def test_filler_removal(text: str, expected: str) -> None:
-    fillers = load_fillers(Settings().path("fillers_file"))
+    fillers = load_fillers(Settings().postprocess.path("fillers_file"))
     lang = "zh" if any("\u4e00" <= c <= "\u9fff" for c in text) else "en"
     assert remove_fillers(text, fillers[lang]) == expected
 
@@ -146,8 +145,8 @@ def test_terms_match_whole_words_and_chinese_substrings(terms_dir: Path) -> None
 
 
 def test_hotwords_come_from_the_dictionary(pp_settings: Settings) -> None:
-    assert hotwords(pp_settings) == "Harbor Bank, SavingsPlus, 余额宝, 安心一百"
-    assert hotwords(dataclasses.replace(pp_settings, terms_as_hotwords=False)) is None
+    assert hotwords(pp_settings.postprocess) == "Harbor Bank, SavingsPlus, 余额宝, 安心一百"
+    assert hotwords(pp_settings.override(terms_as_hotwords=False).postprocess) is None
 
 
 def test_segments_keep_raw_text_and_record_their_steps(pp_settings: Settings) -> None:
@@ -158,7 +157,7 @@ def test_segments_keep_raw_text_and_record_their_steps(pp_settings: Settings) ->
         Segment("r", 0, "agent", 8.0, 9.0, "Harbour bank, dos por ciento.", language="es"),
         Segment("r", 1, "customer", 9.0, 10.0, "这是一百零八元"),  # no language of its own
     ]
-    out, applied = postprocess_segments(segments, pp_settings, language="zh")
+    out, applied = postprocess_segments(segments, pp_settings.postprocess, language="zh")
     assert [(s.text, s.text_raw) for s in out] == [
         ("这款安心一百产品年化12%", "嗯，這款安欣一百產品年化百分之十二"),
         ("Harbor Bank pays 12%.", "Um, harbour bank pays twelve percent."),
@@ -166,25 +165,26 @@ def test_segments_keep_raw_text_and_record_their_steps(pp_settings: Settings) ->
         ("这是108元", "这是一百零八元"),
     ]  # the filler-only segment is gone
     assert applied == {"zh": ["t2s", "fillers", "terms", "itn"], "en": ["fillers", "terms", "itn"], "es": ["terms"]}
-    again, _ = postprocess_segments(out, pp_settings, language="zh")
+    again, _ = postprocess_segments(out, pp_settings.postprocess, language="zh")
     assert [s.text for s in again] == [s.text for s in out]  # re-running starts from text_raw
 
 
 def test_steps_are_configurable_per_language(pp_settings: Settings) -> None:
-    only_t2s = dataclasses.replace(pp_settings, postprocess_steps={"zh": "t2s"})
-    [seg], applied = postprocess_segments([Segment("r", 0, "a", 0, 2, "嗯，百分之十二", language="zh")], only_t2s)
+    only_t2s = pp_settings.override(postprocess_steps={"zh": "t2s"})
+    [seg], applied = postprocess_segments([Segment("r", 0, "a", 0, 2, "嗯，百分之十二", language="zh")],
+                                          only_t2s.postprocess)
     assert seg.text == "嗯，百分之十二" and applied == {"zh": ["t2s"]}
     loaded = load_settings(env={"ASR_POSTPROCESS_STEPS": '{"en": "itn", "*": ""}'})
-    assert loaded.postprocess_steps == {"en": "itn", "*": ""}
-    assert steps_for(loaded, "fr") == []
+    assert loaded.postprocess.postprocess_steps == {"en": "itn", "*": ""}
+    assert steps_for(loaded.postprocess, "fr") == []
 
 
 def test_bad_steps_are_named() -> None:
     """When the settings are made, not when a shard reaches post-processing."""
     with pytest.raises(ValueError, match=r"postprocess_steps\[zh\]: unknown step\(s\) itm"):
-        dataclasses.replace(Settings(), postprocess_steps={"zh": "t2s,itm"})
+        Settings().override(postprocess_steps={"zh": "t2s,itm"})
     with pytest.raises(ValueError, match=r"postprocess_steps\[fr\]: no itn for this language"):
-        dataclasses.replace(Settings(), postprocess_steps={"fr": "itn"})
+        Settings().override(postprocess_steps={"fr": "itn"})
     assert issubclass(PostprocessError, ConfigError)  # the CLI reports it as a configuration error
 
 

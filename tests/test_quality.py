@@ -16,11 +16,19 @@ from pathlib import Path
 import pytest
 
 from asr_tasks.config import Settings
-from asr_tasks.engines import get_engine, model_tag
+from asr_tasks.engines import model_tag
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.models import INDEXED, NEEDS_REVIEW, Recording, Segment, Transcript, recording_id_for
-from asr_tasks.pipeline import gate_shard, index_results, preprocess, preprocessed_prefixes, sense, transcribe_shard
-from asr_tasks.postprocess import hotwords
+from asr_tasks.pipeline import (
+    gate_shard,
+    index_results,
+    load_engine,
+    preprocess,
+    preprocessed_prefixes,
+    sense,
+    transcribe_shard,
+)
+from asr_tasks.postprocess import hotword_terms, hotwords
 from asr_tasks.quality import (
     PASS,
     QualityError,
@@ -108,7 +116,7 @@ def reports() -> dict[str, list[str]]:
     """Every case validated in one batch, as a day is: one dataframe per table, results per recording."""
     settings = Settings()
     cases = list(CASES.values())
-    results = validate([t for t, _ in cases], settings)
+    results = validate([t for t, _ in cases], settings.quality, tuple(hotword_terms(settings.postprocess)))
     assert [r.recording_id for r in results] == [t.recording.recording_id for t, _ in cases]
     return {name: r.failures for name, r in zip(CASES, results)}
 
@@ -131,41 +139,41 @@ def test_repeat_share() -> None:
 
 def test_language_is_checked_only_when_configured() -> None:
     en = transcript("en", CLEAN_EN, language="en")
-    assert validate([en], Settings())[0].failures == []
-    assert validate([en], dataclasses.replace(Settings(), language="zh"))[0].failures == ["language_as_configured"]
-    assert validate([en], dataclasses.replace(Settings(), language="en"))[0].failures == []
+    assert validate([en], Settings().quality)[0].failures == []
+    assert validate([en], Settings().quality, language="zh")[0].failures == ["language_as_configured"]
+    assert validate([en], Settings().quality, language="en")[0].failures == []
 
 
 def test_outcome_sets_state_and_names_failures() -> None:
     clean, loop, silent = (CASES[n][0] for n in ("clean_zh", "thanks_loop", "silent"))
     silent = dataclasses.replace(silent, state=NEEDS_REVIEW, reason="no speech detected")
-    passed, flagged, quiet = gate([clean, loop, silent], Settings())
+    passed, flagged, quiet = gate([clean, loop, silent], Settings().quality)
     assert (passed.quality, passed.state, passed.reason, passed.quality_failures) == (PASS, INDEXED, None, [])
     assert (flagged.quality, flagged.state) == (NEEDS_REVIEW, NEEDS_REVIEW)
     assert flagged.reason == "quality gate failed: repetition_loop" and flagged.quality_failures == ["repetition_loop"]
     assert quiet.reason == "no speech detected (quality gate failed: speech_detected)"
     assert Transcript.from_dict(json.loads(json.dumps(flagged.to_dict()))) == flagged
     with pytest.raises(ValueError, match="applied to"):
-        apply_report(clean, validate([loop], Settings())[0])
+        apply_report(clean, validate([loop], Settings().quality)[0])
 
 
 def test_bad_suites_are_named(tmp_path: Path) -> None:
-    settings = dataclasses.replace(Settings(), expectations_dir=str(tmp_path))
-    shipped = Settings().path("expectations_dir")
+    settings = Settings().override(expectations_dir=str(tmp_path))
+    shipped = Settings().quality.path("expectations_dir")
     (tmp_path / "recordings.json").write_text((shipped / "recordings.json").read_text(encoding="utf-8"))
     one = [CASES["clean_zh"][0]]
     (tmp_path / "segments.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(QualityError, match=r"segments\.json: not valid JSON"):
-        validate(one, settings)
+        validate(one, settings.quality)
     (tmp_path / "segments.json").write_text(json.dumps({"name": "s", "expectations": [
         {"type": "expect_column_values_to_be_between", "kwargs": {"column": "units", "min_value": 1}}]}))
     with pytest.raises(QualityError, match=r"segments\.json: expectation 0 has no meta\.name"):
-        validate(one, settings)
+        validate(one, settings.quality)
     (tmp_path / "segments.json").write_text(json.dumps({"name": "s2", "expectations": [
         {"type": "expect_column_values_to_be_between", "kwargs": {"column": "no_such_column", "min_value": 1},
          "meta": {"name": "typo"}}]}))
     with pytest.raises(QualityError, match=r"segments\.json: expectation 'typo' could not run"):
-        validate(one, settings)
+        validate(one, settings.quality)
 
 
 def test_index_stores_quality_and_filters_on_it(tmp_path: Path) -> None:
@@ -178,9 +186,9 @@ def test_index_stores_quality_and_filters_on_it(tmp_path: Path) -> None:
                    " updated_at TEXT NOT NULL)")
     db.close()
     index = SqliteIndex(path)
-    for t in gate([CASES["clean_en"][0], CASES["loop_across_segments"][0]], Settings()):
+    for t in gate([CASES["clean_en"][0], CASES["loop_across_segments"][0]], Settings().quality):
         index.replace_recording(t)
-    states = {r["key"].rsplit("/", 1)[-1]: (r["quality"], r["quality_failures"]) for r in index.states()}
+    states = {r["key"].rsplit("/", 1)[-1]: (r["quality"], r["quality_failures"]) for r in index.recordings()}
     assert states == {"clean_en": (PASS, None), "loop_across_segments": (NEEDS_REVIEW, "repetition_loop")}
     assert {h.key for h in index.search("thank", quality=NEEDS_REVIEW)} == {PREFIX + "loop_across_segments"}
     assert index.search("thank", quality=PASS) == []
@@ -211,19 +219,19 @@ def test_silence_and_music_are_never_indexed_as_pass_with_text(
                     "*(0.55+0.45*sin(2*PI*2.5*t))':s=16000",
         "glide.wav": f"aevalsrc='0.3*sin(2*PI*{glide}*t)+0.1*sin(2*PI*2*{glide}*t)':s=16000",
     }
-    store = LocalStore(settings.path("store_root"))
+    store = LocalStore(settings.storage.path("store_root"))
     for name, source in sources.items():
         _synthesise(tmp_path / name, source, 10.0)
-        store.put_file(settings.recordings_bucket, PREFIX + name, tmp_path / name)
+        store.put_file(settings.storage.recordings_bucket, PREFIX + name, tmp_path / name)
 
     results = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
     transcribe_shard(preprocessed_prefixes(results), store, settings)
     assert gate_shard(results, store, settings) == 3
-    index = SqliteIndex(settings.path("index_path"))
+    index = SqliteIndex(settings.index.path("index_path"))
     assert index_results(results, store, index, settings) == {NEEDS_REVIEW: 3}
-    assert get_engine(settings).hotwords == hotwords(settings)  # the dictionary reached the engine
+    assert load_engine(settings).hotwords == hotwords(settings.postprocess)  # the dictionary reached the engine
 
-    rows = {r["key"].rsplit("/", 1)[-1]: r for r in index.states("2026-11-27")}
+    rows = {r["key"].rsplit("/", 1)[-1]: r for r in index.recordings("2026-11-27")}
     for name in sources:
         row = rows[name]
         assert not (row["quality"] == PASS and row["segments"] > 0), row
@@ -232,10 +240,10 @@ def test_silence_and_music_are_never_indexed_as_pass_with_text(
     assert sum(rows[name]["segments"] for name in sources) > 0
 
     # The day's report: one CSV line and one HTML row per recording that reached the gate.
-    csv_key, html_key = report_keys("2026-11-27", model_tag(settings))
-    table = list(csv.DictReader(io.StringIO(store.get_bytes(settings.artefacts_bucket, csv_key).decode())))
+    csv_key, html_key = report_keys("2026-11-27", model_tag(settings.asr))
+    table = list(csv.DictReader(io.StringIO(store.get_bytes(settings.storage.artefacts_bucket, csv_key).decode())))
     assert {r["key"].rsplit("/", 1)[-1]: r["quality"] for r in table} == {name: NEEDS_REVIEW for name in sources}
-    page = store.get_bytes(settings.artefacts_bucket, html_key).decode()
+    page = store.get_bytes(settings.storage.artefacts_bucket, html_key).decode()
     assert "3 of 3 recordings flagged for review" in page and "speech_detected" in page
 
     # A re-run gates nothing again and leaves the index as it is.
@@ -245,7 +253,7 @@ def test_silence_and_music_are_never_indexed_as_pass_with_text(
 
 def test_search_command_filters_on_quality(tmp_path: Path) -> None:
     index = SqliteIndex(tmp_path / "index.sqlite")
-    for t in gate([CASES["clean_en"][0], CASES["loop_across_segments"][0]], Settings()):
+    for t in gate([CASES["clean_en"][0], CASES["loop_across_segments"][0]], Settings().quality):
         index.replace_recording(t)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASR_")}
     env["ASR_INDEX_PATH"] = str(tmp_path / "index.sqlite")

@@ -10,7 +10,6 @@ nothing.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -23,15 +22,17 @@ from datetime import date, datetime
 from pathlib import Path
 
 import pytest
+from conftest import DATA, S3Server
+from test_dag import airflow_env
 
 from asr_tasks import PIPELINE_VERSION
 from asr_tasks.config import PROJECT_ROOT, Settings
-from asr_tasks.engines import get_engine
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.ledger import FINAL_STATES, Ledger, open_ledger
 from asr_tasks.pipeline import (
     gate_shard,
     index_results,
+    load_engine,
     preprocess,
     preprocessed_prefixes,
     sense,
@@ -39,8 +40,6 @@ from asr_tasks.pipeline import (
     transcript_key,
 )
 from asr_tasks.storage import MinioStore, ObjectStore, open_store
-from conftest import DATA, S3Server
-from test_dag import airflow_env
 
 DAY = date(2026, 11, 20)
 PREFIX = "calls/2026/11/20/"
@@ -52,14 +51,14 @@ from asr_tasks.pipeline import transcribe_shard
 from asr_tasks.storage import open_store
 
 settings = get_settings()
-transcribe_shard(json.loads(sys.argv[1]), open_store(settings), settings)
+transcribe_shard(json.loads(sys.argv[1]), open_store(settings.storage), settings)
 """
 
 
 def as_env(settings: Settings) -> dict[str, str]:
     """Every setting as an ASR_* variable: the child process sees exactly these settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASR_")}
-    for name, value in settings.as_dict().items():
+    for name, value in (item for section in settings.as_dict().values() for item in section.items()):
         text = json.dumps(value) if isinstance(value, (dict, list)) else "null" if value is None else str(value)
         env[f"ASR_{name.upper()}"] = text.lower() if isinstance(value, bool) else text
     return env | {"HF_HUB_OFFLINE": "1"}
@@ -67,18 +66,18 @@ def as_env(settings: Settings) -> dict[str, str]:
 
 def recording_artefacts(store: ObjectStore, settings: Settings) -> dict[str, object]:
     """Every per-recording artefact (v<pipeline>/<day>/<recording_id>/...) and when it was written."""
-    return {k.key: k.last_modified for k in store.list_keys(settings.artefacts_bucket, f"v{PIPELINE_VERSION}/")
+    return {k.key: k.last_modified for k in store.list_keys(settings.storage.artefacts_bucket, f"v{PIPELINE_VERSION}/")
             if k.key.count("/") >= 3}
 
 
 def stamp(store: ObjectStore, settings: Settings, key: str) -> tuple[str, object]:
-    info = store.stat(settings.artefacts_bucket, key)
+    info = store.stat(settings.storage.artefacts_bucket, key)
     assert info is not None, key
     return info.etag, info.last_modified
 
 
 def transcripts(store: ObjectStore, settings: Settings) -> list[str]:
-    return [k.key for k in store.list_keys(settings.artefacts_bucket, f"v{PIPELINE_VERSION}/{DAY}/")
+    return [k.key for k in store.list_keys(settings.storage.artefacts_bucket, f"v{PIPELINE_VERSION}/{DAY}/")
             if "/transcript." in k.key]
 
 
@@ -102,7 +101,7 @@ def long_call(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(params=[pytest.param("local", marks=pytest.mark.slow), pytest.param("minio", marks=pytest.mark.minio)])
 def conf(request: pytest.FixtureRequest, settings: Settings) -> Settings:
     """The crash on MinIO (the test server or MINIO_ENDPOINT) by default; on the local folder with -m slow."""
-    fast = dataclasses.replace(settings, beam_size=1, batch_size=1, language="en")
+    fast = settings.override(beam_size=1, batch_size=1, language="en")
     if request.param == "local":
         return fast
     s3: S3Server = request.getfixturevalue("s3_server")
@@ -116,8 +115,8 @@ def test_shard_killed_mid_way_then_retried(conf: Settings, model_dir: Path, long
     The first recording fills a unit of its own; the task is killed once its
     transcript is written, while the unit with the other two is in the engine.
     """
-    store = open_store(conf)
-    bucket = conf.recordings_bucket
+    store = open_store(conf.storage)
+    bucket = conf.storage.recordings_bucket
     store.put_file(bucket, PREFIX + "c1.flac", long_call)
     for name in ("c2.flac", "c3.flac"):
         store.put_file(bucket, PREFIX + name, jfk)
@@ -129,14 +128,14 @@ def test_shard_killed_mid_way_then_retried(conf: Settings, model_dir: Path, long
     results = [preprocess(r, store, conf) for r in sense(store, conf, DAY)]
     shard = preprocessed_prefixes(results)
     assert len(shard) == 3 and results[0].key.endswith("c1.flac")
-    unit = get_engine(conf).work_seconds
+    unit = load_engine(conf).work_seconds
     assert results[0].speech_seconds >= unit > results[1].speech_seconds + results[2].speech_seconds
 
     # The task's process dies (OOM killer, node loss) once the first transcript is written.
     child = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(shard)], env=as_env(conf), cwd=PROJECT_ROOT,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
-    while not store.exists(conf.artefacts_bucket, transcript_key(shard[0], conf)):
+    while not store.exists(conf.storage.artefacts_bucket, transcript_key(shard[0], conf)):
         assert child.poll() is None, child.stderr.read().decode()[-3000:] if child.stderr else ""
         assert time.monotonic() < deadline, "no transcript written in time"
         time.sleep(0.1)
@@ -145,7 +144,7 @@ def test_shard_killed_mid_way_then_retried(conf: Settings, model_dir: Path, long
     survived = transcripts(store, conf)
     assert 1 <= len(survived) < 3
     written = {key: stamp(store, conf, key) for key in survived}
-    ledger = open_ledger(conf)
+    ledger = open_ledger(conf.ledger)
     counts = ledger.counts(str(DAY))  # may lag one transcript behind: the kill can fall between the two writes
     assert counts.get("transcribed", 0) in (len(survived) - 1, len(survived))
     assert counts.get("transcribed", 0) + counts["preprocessed"] == 3 and counts["quarantined"] == 1
@@ -155,7 +154,7 @@ def test_shard_killed_mid_way_then_retried(conf: Settings, model_dir: Path, long
     assert {key: stamp(store, conf, key) for key in survived} == written
     assert len(transcripts(store, conf)) == 3
 
-    index = SqliteIndex(conf.path("index_path"))
+    index = SqliteIndex(conf.index.path("index_path"))
     gate_shard(results, store, conf)
     first = index_results(results, store, index, conf)
     assert first["quarantined"] == 1 and first.get("indexed", 0) + first.get("needs_review", 0) == 3
@@ -166,14 +165,14 @@ def test_shard_killed_mid_way_then_retried(conf: Settings, model_dir: Path, long
     assert sorted(r["key"] for r in rows) == sorted(recordings)  # the ledger is the bucket, one row per object
     assert all(r["state"] in FINAL_STATES for r in rows)
     assert sum(ledger.counts(str(DAY)).values()) == len(recordings) == 4
-    indexed = index.states(str(DAY))
+    indexed = index.recordings(str(DAY))
     assert sorted(r["key"] for r in indexed) == sorted(recordings)  # nothing indexed twice
     assert {r["key"]: r["state"] for r in indexed} == {r["key"]: r["state"] for r in rows}
-    with sqlite3.connect(conf.path("index_path")) as db:
+    with sqlite3.connect(conf.index.path("index_path")) as db:
         segments = db.execute("SELECT count(*), count(DISTINCT recording_id || '/' || seq) FROM segments").fetchone()
         fts = db.execute("SELECT count(*) FROM segments_fts").fetchone()[0]
     assert segments[0] == segments[1] == fts == sum(r["segments"] or 0 for r in rows) > 0
-    print(f"\ncrash test ({conf.store_backend}): {len(recordings)} objects, killed after {len(survived)} of 3 "
+    print(f"\ncrash test ({conf.storage.store_backend}): {len(recordings)} objects, killed after {len(survived)} of 3 "
           f"transcripts, retry transcribed {3 - len(survived)}; ledger {ledger.counts(str(DAY))}; "
           f"{segments[0]} segments indexed once each")
 
@@ -202,13 +201,13 @@ def test_consecutive_days_are_each_processed_once(
     buckets = {"ASR_RECORDINGS_BUCKET": f"rec-{suffix}", "ASR_ARTEFACTS_BUCKET": f"art-{suffix}"}
     conf = s3_server.settings(Settings(), recordings_bucket=buckets["ASR_RECORDINGS_BUCKET"],
                               artefacts_bucket=buckets["ASR_ARTEFACTS_BUCKET"], work_dir=str(tmp_path / "work"))
-    store = open_store(conf)
+    store = open_store(conf.storage)
     assert isinstance(store, MinioStore)
     for day in DAYS:
         prefix = f"calls/{day.replace('-', '/')}/"
-        store.put_file(conf.recordings_bucket, prefix + "speech.flac", clip)
-        store.put_bytes(conf.recordings_bucket, prefix + "broken.wav", b"not audio at all" * 40)
-        store.put_bytes(conf.recordings_bucket, prefix + "_READY", b"")
+        store.put_file(conf.storage.recordings_bucket, prefix + "speech.flac", clip)
+        store.put_bytes(conf.storage.recordings_bucket, prefix + "broken.wav", b"not audio at all" * 40)
+        store.put_bytes(conf.storage.recordings_bucket, prefix + "_READY", b"")
 
     # The tasks reach MinIO only through the Airflow connection: the settings point nowhere.
     host, port = s3_server.endpoint.rsplit(":", 1)
@@ -238,7 +237,7 @@ def test_consecutive_days_are_each_processed_once(
         assert {r["key"].rsplit("/", 1)[-1]: r["state"] for r in rows} == {
             "speech.flac": "indexed", "broken.wav": "quarantined"}
         assert all(r["key"].startswith(f"calls/{day.replace('-', '/')}/") for r in rows)
-        made = [k.key for k in store.list_keys(conf.artefacts_bucket, f"v{PIPELINE_VERSION}/{day}/")]
+        made = [k.key for k in store.list_keys(conf.storage.artefacts_bucket, f"v{PIPELINE_VERSION}/{day}/")]
         assert sum("/transcript." in k for k in made) == 1 and sum(k.endswith("/quarantine.json") for k in made) == 1
 
     # The first day's second run wrote no recording's artefact and changed no ledger row.

@@ -12,10 +12,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from test_index_contract import EN_KEY, OLD_KEY, ZH_KEY, _fill
 
 from asr_tasks.config import PROJECT_ROOT
 from asr_tasks.index.sqlite import SqliteIndex
-from test_index_contract import EN_KEY, OLD_KEY, ZH_KEY, _fill
 
 ASR = str(Path(sys.executable).parent / "asr")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -13,7 +12,15 @@ import pytest
 
 from asr_tasks.config import Settings
 from asr_tasks.models import recording_id_for
-from asr_tasks.storage import LocalStore, ObjectInfo, get_json, list_recordings, open_store, put_json, recording_for_file
+from asr_tasks.storage import (
+    LocalStore,
+    ObjectInfo,
+    get_json,
+    list_recordings,
+    open_store,
+    put_json,
+    recording_for_file,
+)
 
 DAY = date(2024, 3, 7)
 PREFIX = "calls/2024/03/07/"
@@ -26,7 +33,7 @@ def store(tmp_path: Path) -> LocalStore:
 
 @pytest.fixture
 def conf(tmp_path: Path) -> Settings:
-    return dataclasses.replace(Settings(), store_root=str(tmp_path / "store"))
+    return Settings().override(store_root=str(tmp_path / "store"))
 
 
 def md5(data: bytes) -> str:
@@ -136,17 +143,17 @@ def test_local_copy(store: LocalStore) -> None:
 
 
 def test_open_store(conf: Settings) -> None:
-    s = open_store(conf)
-    assert isinstance(s, LocalStore) and s.root == Path(conf.store_root)
+    s = open_store(conf.storage)
+    assert isinstance(s, LocalStore) and s.root == Path(conf.storage.store_root)
     with pytest.raises(ValueError, match="store_backend"):
-        open_store(dataclasses.replace(conf, store_backend="s3"))
+        open_store(conf.override(store_backend="s3").storage)
 
 
 # --- list_recordings --------------------------------------------------------------
 
 
 def test_list_recordings_skips_sidecars_and_markers(store: LocalStore, conf: Settings) -> None:
-    bucket = conf.recordings_bucket
+    bucket = conf.storage.recordings_bucket
     store.put_bytes(bucket, PREFIX + "c2.mp3", b"call two")
     store.put_bytes(bucket, PREFIX + "c1.wav", b"call one")
     store.put_bytes(bucket, PREFIX + "c1.json", json.dumps({
@@ -156,7 +163,7 @@ def test_list_recordings_skips_sidecars_and_markers(store: LocalStore, conf: Set
     store.put_bytes(bucket, PREFIX + "orphan.json", b"{}")
     store.put_bytes(bucket, "calls/2024/03/08/c3.wav", b"next day")
 
-    recs = list_recordings(store, conf, DAY)
+    recs = list_recordings(store, conf.storage, DAY)
     assert [r.key for r in recs] == [PREFIX + "c1.wav", PREFIX + "c2.mp3"]
     c1, c2 = recs
     assert (c1.call_id, c1.call_date, c1.bucket) == ("c1", "2024-03-07", bucket)
@@ -171,7 +178,7 @@ def test_list_recordings_skips_sidecars_and_markers(store: LocalStore, conf: Set
 def test_list_recordings_ignores_invalid_sidecar(
     store: LocalStore, conf: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
-    bucket = conf.recordings_bucket
+    bucket = conf.storage.recordings_bucket
     store.put_bytes(bucket, PREFIX + "c1.wav", b"one")
     store.put_bytes(bucket, PREFIX + "c1.json", b"{not json")
     store.put_bytes(bucket, PREFIX + "c2.wav", b"two")
@@ -179,35 +186,35 @@ def test_list_recordings_ignores_invalid_sidecar(
     store.put_bytes(bucket, PREFIX + "c3.wav", b"three")
     store.put_bytes(bucket, PREFIX + "c3.json", b'["a list"]')
     with caplog.at_level(logging.WARNING, logger="asr_tasks.storage"):
-        recs = list_recordings(store, conf, DAY)
+        recs = list_recordings(store, conf.storage, DAY)
     assert [r.call_id for r in recs] == ["c1", "c2", "c3"]
     assert all(r.agent_id is None and r.direction is None for r in recs)
     assert "sidecar ignored" in caplog.text
 
 
 def test_recording_ids_follow_content(store: LocalStore, conf: Settings) -> None:
-    bucket = conf.recordings_bucket
+    bucket = conf.storage.recordings_bucket
     store.put_bytes(bucket, PREFIX + "c1.wav", b"original")
     store.put_bytes(bucket, PREFIX + "c2.wav", b"other")
-    first = {r.key: r.recording_id for r in list_recordings(store, conf, DAY)}
-    again = {r.key: r.recording_id for r in list_recordings(store, conf, DAY)}
+    first = {r.key: r.recording_id for r in list_recordings(store, conf.storage, DAY)}
+    again = {r.key: r.recording_id for r in list_recordings(store, conf.storage, DAY)}
     assert first == again
     assert len(set(first.values())) == 2
 
     store.put_bytes(bucket, PREFIX + "c1.wav", b"re-uploaded, different bytes")
-    changed = {r.key: r.recording_id for r in list_recordings(store, conf, DAY)}
+    changed = {r.key: r.recording_id for r in list_recordings(store, conf.storage, DAY)}
     assert changed[PREFIX + "c1.wav"] != first[PREFIX + "c1.wav"]
     assert changed[PREFIX + "c2.wav"] == first[PREFIX + "c2.wav"]
 
     # a sidecar change alone does not make a new version of the recording
     store.put_bytes(bucket, PREFIX + "c2.json", b'{"agent_id": "A1"}')
-    with_meta = {r.key: r for r in list_recordings(store, conf, DAY)}
+    with_meta = {r.key: r for r in list_recordings(store, conf.storage, DAY)}
     assert with_meta[PREFIX + "c2.wav"].recording_id == first[PREFIX + "c2.wav"]
     assert with_meta[PREFIX + "c2.wav"].agent_id == "A1"
 
 
 def test_list_recordings_empty_day(store: LocalStore, conf: Settings) -> None:
-    assert list_recordings(store, conf, DAY) == []
+    assert list_recordings(store, conf.storage, DAY) == []
 
 
 # --- recording_for_file ------------------------------------------------------------
@@ -247,3 +254,15 @@ def test_recording_for_file_ignores_invalid_sidecar(tmp_path: Path, sidecar: byt
     (tmp_path / "c1.json").write_bytes(sidecar)
     rec = recording_for_file(audio)
     assert rec.call_id == "c1" and rec.agent_id is None
+
+
+@pytest.mark.parametrize(("status", "transient"), [(503, True), (500, True), (429, True), (403, False), (404, False)])
+def test_a_non_xml_answer_is_retried_by_its_status(status: int, transient: bool) -> None:
+    """A proxy in front of MinIO that answers with HTML: only server errors and throttling are worth a retry."""
+    from minio.error import InvalidResponseError
+
+    from asr_tasks.storage import is_transient, response_status
+
+    exc = InvalidResponseError(status, "text/html", "<html>busy</html>")
+    assert response_status(exc) == status
+    assert is_transient(exc) is transient

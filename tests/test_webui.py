@@ -56,9 +56,9 @@ def jfk_rec() -> Recording:
 @pytest.fixture
 def world(settings: Settings, jfk: Path, jfk_rec: Recording) -> tuple[SqliteIndex, LocalStore]:
     """A store holding the JFK recording and an index with its transcript and a Chinese call."""
-    store = LocalStore(settings.path("store_root"))
+    store = LocalStore(settings.storage.path("store_root"))
     store.put_file("recordings", JFK_KEY, jfk)
-    index = SqliteIndex(settings.path("index_path"))
+    index = SqliteIndex(settings.index.path("index_path"))
     index.replace_recording(Transcript(
         recording=jfk_rec, duration=11.0, language="en", model="m", pipeline_version="1",
         segments=[Segment(jfk_rec.recording_id, 0, "mixed", s, e, t) for s, e, t in JFK_LINES]))
@@ -167,8 +167,8 @@ def test_airflow_plugin_mounts_the_page_behind_airflows_login(
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
         "AIRFLOW__API_AUTH__JWT_SECRET": "a-test-secret-that-is-long-enough-for-hs512-signatures-0123456789",
-        "ASR_INDEX_PATH": str(settings.path("index_path")),
-        "ASR_STORE_ROOT": str(settings.path("store_root")),
+        "ASR_INDEX_PATH": str(settings.index.path("index_path")),
+        "ASR_STORE_ROOT": str(settings.storage.path("store_root")),
     })
     home.mkdir()
     code = AIRFLOW_PROBE % (jfk_rec.recording_id, jfk_rec.recording_id)

@@ -12,7 +12,9 @@ out-of-memory error halves the batch and retries it; at batch size 1 it becomes
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import json
 import logging
 import sys
 from abc import ABC, abstractmethod
@@ -21,7 +23,7 @@ from typing import TypeVar, get_args
 
 import numpy as np
 
-from asr_tasks.config import EngineName, ModelFamily, Settings
+from asr_tasks.config import AsrSettings, EngineName, ModelFamily
 from asr_tasks.models import AudioChunk, Segment
 
 log = logging.getLogger(__name__)
@@ -68,7 +70,7 @@ class AsrEngine(ABC):
         return 4 * self.batch_size * 30.0
 
 
-def compute_type(settings: Settings) -> str:
+def compute_type(settings: AsrSettings) -> str:
     """The numeric type the model really runs in; part of the model tag.
 
     CTranslate2 takes the configured type as it is (int8 on CPU, float16 on GPU).
@@ -85,7 +87,7 @@ def compute_type(settings: Settings) -> str:
     return settings.compute_type
 
 
-def model_tag(settings: Settings) -> str:
+def model_tag(settings: AsrSettings) -> str:
     """Names the model and how it runs; part of every transcript's identity."""
     return f"{settings.path('model_dir').name}-{settings.engine}-{compute_type(settings)}"
 
@@ -146,27 +148,21 @@ def run_with_backoff(items: Sequence[T], batch_size: int, run: Callable[[Sequenc
     return results
 
 
-_loaded: dict[tuple[object, ...], AsrEngine] = {}
+_loaded: dict[tuple[str, str | None], AsrEngine] = {}
 
 
-def _engine_key(settings: Settings) -> tuple[object, ...]:
-    return (settings.engine, settings.model_family, settings.path("model_dir"), settings.device,
-            compute_type(settings), settings.cpu_threads, settings.language, settings.beam_size,
-            settings.batch_size, settings.pack_windows, settings.pack_gap_seconds,
-            settings.max_tokens_per_second, tuple(sorted(settings.language_tokens_per_second.items())),
-            settings.gpu_count, settings.streams_per_gpu,
-            settings.path("device_lock_dir"), settings.path("terms_dir"), settings.terms_as_hotwords)
+def _engine_key(settings: AsrSettings, hotwords: str | None) -> tuple[str, str | None]:
+    """Every setting of the engine section (so none can be forgotten) and the hotwords fixed at load."""
+    return json.dumps(dataclasses.asdict(settings), sort_keys=True), hotwords
 
 
-def get_engine(settings: Settings) -> AsrEngine:
+def get_engine(settings: AsrSettings, hotwords: str | None = None) -> AsrEngine:
     """The configured engine, loaded (and warmed up) once per worker process and reused across tasks.
 
-    Engines are handed the term dictionary's hotwords (post-processing owns the dictionary); they are
-    fixed when the model loads, so the dictionary is part of the cache key.
+    ``hotwords`` (the term dictionary's spellings, which post-processing owns) are fixed when the
+    model loads, so they are part of the cache key.
     """
-    from asr_tasks.postprocess import hotwords
-
-    key = _engine_key(settings)
+    key = _engine_key(settings, hotwords)
     if key not in _loaded:
         if settings.engine not in ENGINES:
             raise ValueError(f"unknown engine {settings.engine!r} (supported: {', '.join(ENGINES)})")
@@ -178,7 +174,7 @@ def get_engine(settings: Settings) -> AsrEngine:
                 raise ValueError(f"engine ctranslate2 runs model_family whisper only, not {settings.model_family!r}")
             from asr_tasks.engines.ctranslate2 import CTranslate2Whisper
 
-            engine = CTranslate2Whisper(settings, hotwords(settings))
+            engine = CTranslate2Whisper(settings, hotwords)
         else:
             try:
                 from asr_tasks.engines.transformers import load_transformers_engine
@@ -189,6 +185,6 @@ def get_engine(settings: Settings) -> AsrEngine:
                     f"engine transformers needs {' and '.join(TRANSFORMERS_PACKAGES)}, and {exc.name} is not "
                     "installed: pip install -r requirements-transformers.txt -c constraints.txt"
                 ) from exc
-            engine = load_transformers_engine(settings, hotwords(settings))
+            engine = load_transformers_engine(settings, hotwords)
         _loaded[key] = engine
     return _loaded[key]

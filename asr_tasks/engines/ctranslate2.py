@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from asr_tasks.config import Settings
+from asr_tasks.config import AsrSettings
 from asr_tasks.engines import ModelError, model_tag
 from asr_tasks.engines.devices import acquire_device
 from asr_tasks.engines.packing import (
@@ -66,7 +66,7 @@ def _vocabulary(model_dir: Path) -> list[str]:
 
 
 class CTranslate2Whisper(WindowedWhisper):
-    def __init__(self, settings: Settings, hotwords: str | None = None) -> None:
+    def __init__(self, settings: AsrSettings, hotwords: str | None = None) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import ctranslate2
         from faster_whisper import WhisperModel

@@ -1,8 +1,8 @@
-"""Which device a worker process runs its model on, and how many tasks the GPU pool admits.
+"""Which device a worker process runs its model on, and how many models a machine can run at once.
 
-The Airflow pool ``gpu`` has ``gpu_count × streams_per_gpu`` slots, so the pool
-never starts more transcription tasks than the machine's GPUs can carry. Which
-GPU a task gets is decided here: every (GPU, stream) pair is a lock file under
+A machine runs at most ``gpu_count × streams_per_gpu`` models (``device_slots``;
+the DAG sizes its GPU pool from it, so Airflow never starts more transcription
+tasks than the GPUs can carry). Which GPU a task gets is decided here: every (GPU, stream) pair is a lock file under
 ``device_lock_dir``, and a task holds an exclusive ``fcntl`` lock on one of them
 for as long as its model is loaded. The kernel drops the lock when the process
 ends, however it ends, so a crashed task never leaves a GPU marked busy.
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, get_args
 
-from asr_tasks.config import Device, Settings
+from asr_tasks.config import AsrSettings, Device
 
 DEVICES = get_args(Device)
 
@@ -47,23 +47,13 @@ class DeviceLease:
             self._lock = None
 
 
-def pool_slots(settings: Settings) -> int:
-    """Slots of the Airflow GPU pool: devices × streams per device (the CPU counts as one device)."""
+def device_slots(settings: AsrSettings) -> int:
+    """Models that can run at once: devices × streams per device (the CPU counts as one device)."""
     devices = settings.gpu_count if settings.device == "cuda" else 1
     return max(1, devices) * max(1, settings.streams_per_gpu)
 
 
-def pool_spec(settings: Settings) -> dict[str, dict[str, object]]:
-    """The pool as ``airflow pools import`` reads it."""
-    devices = f"{settings.gpu_count} GPU(s)" if settings.device == "cuda" else "the CPU"
-    return {settings.gpu_pool: {
-        "slots": pool_slots(settings),
-        "description": f"ASR transcription: {devices} x {settings.streams_per_gpu} stream(s) per device",
-        "include_deferred": False,
-    }}
-
-
-def acquire_device(settings: Settings) -> DeviceLease:
+def acquire_device(settings: AsrSettings) -> DeviceLease:
     """A device for this process: the CPU, or the first free (stream, GPU) slot, waiting for one if all are taken.
 
     Slots are tried stream by stream across all GPUs, so the first tasks spread
@@ -89,7 +79,7 @@ def acquire_device(settings: Settings) -> DeviceLease:
             raise DeviceBusy(
                 f"all {len(slots)} GPU slots under {lock_dir} stayed taken for {settings.device_wait_seconds:.0f} s "
                 f"(gpu_count {settings.gpu_count} x streams_per_gpu {settings.streams_per_gpu}); "
-                "is the Airflow pool larger than the machine?"
+                "is the GPU pool larger than the machine?"
             )
         time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
 

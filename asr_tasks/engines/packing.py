@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from asr_tasks.config import Settings
+from asr_tasks.config import AsrSettings
 from asr_tasks.engines import AsrEngine, run_with_backoff
 from asr_tasks.models import AudioChunk, Segment
 
@@ -60,7 +60,7 @@ class Slot:
         return self.offset + self.duration
 
 
-def tokens_per_second(settings: Settings, language: str | None) -> float:
+def tokens_per_second(settings: AsrSettings, language: str | None) -> float:
     """The decoding budget's rate for a language; for an unknown one, the most any configured language gets."""
     rates = {k: float(v) for k, v in settings.language_tokens_per_second.items()}
     if language is None:
@@ -68,7 +68,7 @@ def tokens_per_second(settings: Settings, language: str | None) -> float:
     return rates.get(language, settings.max_tokens_per_second)
 
 
-def token_budget(settings: Settings, speech_seconds: float, language: str | None) -> int:
+def token_budget(settings: AsrSettings, speech_seconds: float, language: str | None) -> int:
     """Tokens that speech of this length may take: enough for fast speech, short for a repetition loop."""
     return math.ceil(tokens_per_second(settings, language) * speech_seconds) + TOKEN_MARGIN
 
@@ -252,7 +252,7 @@ class WindowedWhisper(AsrEngine):
     spoil the recordings it shared a window with.
     """
 
-    settings: Settings
+    settings: AsrSettings
     multilingual: bool
     device: str
     packing_stats: PackingStats

@@ -26,7 +26,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from transformers.models.qwen3_asr.processing_qwen3_asr import LANGUAGE_CODE_TO_NAME  # noqa: E402
 
-from asr_tasks.config import Settings  # noqa: E402
+from asr_tasks.config import AsrSettings  # noqa: E402
 from asr_tasks.engines import AsrEngine, ModelError, compute_type, model_tag, run_with_backoff  # noqa: E402
 from asr_tasks.engines.alignment import dynamic_time_warping, median_filter  # noqa: E402
 from asr_tasks.engines.devices import DeviceLease, acquire_device  # noqa: E402
@@ -102,7 +102,7 @@ def _has_chat_template(model_dir: Path) -> bool:
     return any("chat_template" in _json(model_dir / name) for name in names)
 
 
-def load_transformers_engine(settings: Settings, hotwords: str | None = None) -> AsrEngine:
+def load_transformers_engine(settings: AsrSettings, hotwords: str | None = None) -> AsrEngine:
     if settings.model_family == "qwen3_asr":
         return TransformersQwen3Asr(settings, hotwords)
     return TransformersWhisper(settings, hotwords)
@@ -111,7 +111,7 @@ def load_transformers_engine(settings: Settings, hotwords: str | None = None) ->
 class _Loaded:
     """Model, processor and device of a transformers engine, loaded and checked once."""
 
-    def __init__(self, settings: Settings, model_class: str) -> None:
+    def __init__(self, settings: AsrSettings, model_class: str) -> None:
         model_dir = settings.path("model_dir")
         self.config = check_model_dir(model_dir, settings.model_family)
         self.dtype = getattr(torch, compute_type(settings))
@@ -173,7 +173,7 @@ class ChosenLogprobs(transformers.LogitsProcessor):
 class _TransformersModel:
     """What both transformers engines keep of the load: settings, model, processor and device."""
 
-    settings: Settings
+    settings: AsrSettings
     model_name: str
     batch_size: int
     lease: DeviceLease
@@ -183,7 +183,7 @@ class _TransformersModel:
     processor: Any
     tokenizer: Any
 
-    def _adopt(self, loaded: _Loaded, settings: Settings) -> None:
+    def _adopt(self, loaded: _Loaded, settings: AsrSettings) -> None:
         self.settings = settings
         self.model_name = model_tag(settings)
         self.batch_size = settings.batch_size
@@ -196,7 +196,7 @@ class _TransformersModel:
 
 
 class TransformersWhisper(_TransformersModel, WindowedWhisper):
-    def __init__(self, settings: Settings, hotwords: str | None = None) -> None:
+    def __init__(self, settings: AsrSettings, hotwords: str | None = None) -> None:
         loaded = _Loaded(settings, "WhisperForConditionalGeneration")
         self._adopt(loaded, settings)
         generation = self.model.generation_config
@@ -329,7 +329,7 @@ class TransformersWhisper(_TransformersModel, WindowedWhisper):
 class TransformersQwen3Asr(_TransformersModel, AsrEngine):
     """Qwen3-ASR over length-sorted buckets; the language is forced (``language``) or read from the output."""
 
-    def __init__(self, settings: Settings, hotwords: str | None = None) -> None:
+    def __init__(self, settings: AsrSettings, hotwords: str | None = None) -> None:
         loaded = _Loaded(settings, "Qwen3ASRForConditionalGeneration")
         self._adopt(loaded, settings)
         config = self.model.config

@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-from asr_tasks.config import Settings
+from asr_tasks.config import IndexSettings
 from asr_tasks.index.query import AgentDayCount, CursorError, Filters, IndexBackendError, SearchPage
 from asr_tasks.models import Quarantine, Recording, SearchHit, Segment, Transcript
 
@@ -60,7 +60,8 @@ class TranscriptIndex(ABC):
     def recording(self, recording_id: str) -> dict[str, Any] | None: ...
 
     @abstractmethod
-    def states(self, call_date: str | None = None) -> list[dict[str, Any]]: ...
+    def recordings(self, call_date: str | None = None) -> list[dict[str, Any]]:
+        """The recording documents of a day (of every day: None) in key order, as the view shows them."""
 
     @abstractmethod
     def replace_findings(self, call_date: str, findings: list[dict[str, Any]]) -> None: ...
@@ -96,7 +97,7 @@ def transcript_summary(transcript: Transcript) -> dict[str, Any]:
     }
 
 
-def open_index(settings: Settings) -> TranscriptIndex:
+def open_index(settings: IndexSettings) -> TranscriptIndex:
     """The configured backend: ``index_backend`` is ``sqlite`` (embedded) or ``elasticsearch``."""
     if settings.index_backend == "sqlite":
         from asr_tasks.index.sqlite import SqliteIndex

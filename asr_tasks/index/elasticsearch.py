@@ -43,7 +43,7 @@ from elastic_transport.client_utils import DEFAULT, DefaultType
 from elasticsearch import ApiError, BadRequestError, Elasticsearch, NotFoundError, helpers
 
 from asr_tasks import retry
-from asr_tasks.config import PROJECT_ROOT, EsRefresh, Settings
+from asr_tasks.config import PROJECT_ROOT, EsRefresh, IndexSettings
 from asr_tasks.index import TranscriptIndex, recording_fields, transcript_summary
 from asr_tasks.index.query import (
     HL_CLOSE,
@@ -68,7 +68,7 @@ RETRY_STATUSES = (429, 500, 502, 503, 504)
 REFRESH_VALUES = get_args(EsRefresh)
 TEXT_FIELDS = ["text", "text.en"]
 HIGHLIGHT_FIELD = "text.en"
-PAGE = 1000  # documents per request when scanning (states, transcripts, findings)
+PAGE = 1000  # documents per request when scanning (recordings, findings)
 _COMPAT = re.compile(r"compatible-with=\d+")
 # The analyser of ``text.en``, by ``es_english_stemmer``: Porter needs the analysis-common module (in every default
 # distribution); hunspell is in the server itself and reads config/hunspell/en_US/ on every node.
@@ -170,7 +170,7 @@ class ElasticsearchIndex(TranscriptIndex):
         self._indices_ready: set[str] = set()
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "ElasticsearchIndex":
+    def from_settings(cls, settings: IndexSettings) -> "ElasticsearchIndex":
         return cls(
             connect(settings),
             prefix=settings.es_index_prefix,
@@ -382,8 +382,8 @@ class ElasticsearchIndex(TranscriptIndex):
         hits = self._search("recordings", query={"term": {"recording_id": recording_id}}, size=1)["hits"]["hits"]
         return _row(hits[0]["_source"]) if hits else None
 
-    def states(self, call_date: str | None = None) -> list[dict[str, Any]]:
-        """Every recording's state and failure reason, for status reports."""
+    def recordings(self, call_date: str | None = None) -> list[dict[str, Any]]:
+        """The day's recording documents, as the view shows them (quality, state and reason copied from the gate)."""
         query = {"term": {"call_date": call_date}} if call_date else {"match_all": {}}
         fields = ("recording_id", "key", "call_date", "state", "reason", "quality", "quality_failures", "segments",
                   "model", "pipeline_version")
@@ -524,7 +524,7 @@ def _row(src: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def connect(settings: Settings) -> Elasticsearch:
+def connect(settings: IndexSettings) -> Elasticsearch:
     """A client for es_url with an API key or basic auth, TLS verified against es_ca_certs when set."""
     hosts = [u.strip() for u in settings.es_url.split(",") if u.strip()]
     if not hosts:

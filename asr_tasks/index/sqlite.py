@@ -280,8 +280,8 @@ class SqliteIndex(TranscriptIndex):
                               " language FROM segments WHERE recording_id = ? ORDER BY seq", (recording_id,))
             return [Segment(**dict(row)) for row in rows]
 
-    def states(self, call_date: str | None = None) -> list[dict[str, Any]]:
-        """Every recording's state and failure reason, for status reports."""
+    def recordings(self, call_date: str | None = None) -> list[dict[str, Any]]:
+        """The day's recording documents, as the view shows them (quality, state and reason copied from the gate)."""
         sql = ("SELECT recording_id, key, call_date, state, reason, quality, quality_failures, segments, model,"
                " pipeline_version FROM recordings")
         params: list[Any] = []
