@@ -70,7 +70,14 @@ def cmd_demo_corpus(args: argparse.Namespace) -> int:
 def cmd_transcribe(args: argparse.Namespace) -> int:
     """A spot check: the files of one invocation are transcribed together, packed like a shard's recordings."""
     from asr_tasks.audio import InvalidAudio, read_pcm
-    from asr_tasks.pipeline import build_transcript, load_engine, preprocess_local, speech_groups, transcribe_group
+    from asr_tasks.pipeline import (
+        build_transcript,
+        load_engine,
+        preprocess_local,
+        speech_groups,
+        transcribe_group,
+        unit_seconds,
+    )
     from asr_tasks.storage import recording_for_file
 
     settings = get_settings()
@@ -95,7 +102,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             names.append(name)
             pcm[id(pre)] = pcm_paths
         transcripts = []
-        for group in speech_groups(pres, engine.work_seconds):
+        for group in speech_groups(pres, unit_seconds(engine, settings)):
             items = [(chunk, read_pcm(pcm[id(pre)][chunk.channel], settings.audio.sample_rate, chunk.start, chunk.end))
                      for pre in group for chunk in pre.chunks]
             owners = [n for n, pre in enumerate(group) for _ in pre.chunks]

@@ -158,6 +158,8 @@ class AsrSettings(_Section):
     # per language (its code) where it differs from max_tokens_per_second (bench/token_rates.py measures them)
     language_tokens_per_second: dict[str, str] = field(default_factory=lambda: {"zh": "12", "yue": "12"})
     # GPUs: gpu_count x streams_per_gpu slots; a task locks one (GPU, stream) under device_lock_dir
+    # speech per engine call of a transcription task, written when done: the most a crash costs
+    checkpoint_speech_seconds: float = 1800.0
     gpu_count: int = 1
     streams_per_gpu: int = 1
     device_lock_dir: str = "var/locks"

@@ -218,6 +218,15 @@ def load_chunks(pres: list[Preprocessed], store: ObjectStore, bucket: str,
     return items, owners
 
 
+def unit_seconds(engine: AsrEngine, settings: Settings) -> float:
+    """Speech per engine call: ``checkpoint_speech_seconds``, and never less than keeps the engine's batches full.
+
+    Each call packs its own windows, so every boundary between calls leaves part
+    of a window and of a batch empty; fewer, larger calls waste less.
+    """
+    return max(settings.asr.checkpoint_speech_seconds, engine.work_seconds)
+
+
 def speech_groups(pres: list[Preprocessed], seconds: float) -> list[list[Preprocessed]]:
     """Consecutive groups of about ``seconds`` of speech, each for one batched engine call.
 
@@ -298,7 +307,7 @@ def gated_key(prefix: str, settings: Settings) -> str:
 def transcribe_shard(prefixes: list[str], store: ObjectStore, settings: Settings) -> dict[str, float]:
     """Transcribe every recording of a shard with one loaded model; returns recordings and speech seconds done.
 
-    Recordings go to the engine in groups of about ``engine.work_seconds`` of
+    Recordings go to the engine in groups of about ``unit_seconds`` of
     speech (``speech_groups``), all chunks of a group in one batched call. The
     next group's audio is read while the engine works on the current one, and
     each group's transcripts are written before the next group starts, so a crash
@@ -316,7 +325,7 @@ def transcribe_shard(prefixes: list[str], store: ObjectStore, settings: Settings
     if not todo:
         return done
     engine = load_engine(settings)
-    groups = speech_groups(todo, engine.work_seconds)
+    groups = speech_groups(todo, unit_seconds(engine, settings))
     rate = settings.audio.sample_rate
     with ThreadPoolExecutor(max_workers=1) as reader:
         loading = reader.submit(load_chunks, groups[0], store, bucket, rate)

@@ -38,6 +38,7 @@ from asr_tasks.pipeline import (
     sense,
     transcribe_shard,
     transcript_key,
+    unit_seconds,
 )
 from asr_tasks.storage import MinioStore, ObjectStore, open_store
 
@@ -101,7 +102,7 @@ def long_call(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(params=[pytest.param("local", marks=pytest.mark.slow), pytest.param("minio", marks=pytest.mark.minio)])
 def conf(request: pytest.FixtureRequest, settings: Settings) -> Settings:
     """The crash on MinIO (the test server or MINIO_ENDPOINT) by default; on the local folder with -m slow."""
-    fast = settings.override(beam_size=1, batch_size=1, language="en")
+    fast = settings.override(beam_size=1, batch_size=1, language="en", checkpoint_speech_seconds=0)
     if request.param == "local":
         return fast
     s3: S3Server = request.getfixturevalue("s3_server")
@@ -110,7 +111,7 @@ def conf(request: pytest.FixtureRequest, settings: Settings) -> Settings:
 
 
 def test_shard_killed_mid_way_then_retried(conf: Settings, model_dir: Path, long_call: Path, jfk: Path) -> None:
-    """A shard is transcribed in work units of ``engine.work_seconds`` of speech, each written when done.
+    """A shard is transcribed in work units of ``unit_seconds`` of speech, each written when done.
 
     The first recording fills a unit of its own; the task is killed once its
     transcript is written, while the unit with the other two is in the engine.
@@ -128,7 +129,7 @@ def test_shard_killed_mid_way_then_retried(conf: Settings, model_dir: Path, long
     results = [preprocess(r, store, conf) for r in sense(store, conf, DAY)]
     shard = preprocessed_prefixes(results)
     assert len(shard) == 3 and results[0].key.endswith("c1.flac")
-    unit = load_engine(conf).work_seconds
+    unit = unit_seconds(load_engine(conf), conf)
     assert results[0].speech_seconds >= unit > results[1].speech_seconds + results[2].speech_seconds
 
     # The task's process dies (OOM killer, node loss) once the first transcript is written.
