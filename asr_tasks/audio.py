@@ -4,6 +4,13 @@ The file's extension is never trusted: ffprobe decides what a file is. Anything
 that cannot be turned into audio raises ``InvalidAudio`` with a reason a person
 can act on, so the recording is quarantined instead of failing the batch.
 
+An upload is hostile until proven otherwise: ffprobe and ffmpeg read it through
+the ``file`` protocol only and with the demuxers of call recording formats only
+(``INPUT_FORMATS``), so a playlist or concat list can never make them read
+another file; what a header claims (channels, sample rate, length) is checked
+against caps before any command is built; every command has a timeout that grows
+with the length the file declares.
+
 Commands are built with ffmpeg-python and run as subprocesses that read and write
 files on disk; Python only ever touches the decoded PCM in fixed-size blocks, so a
 worker's memory does not grow with the length of the recording.
@@ -14,8 +21,10 @@ from __future__ import annotations
 import json
 import math
 import re
+import signal
 import struct
 import subprocess
+import threading
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +40,14 @@ BLOCK_SAMPLES = 1 << 20  # 64 s of 16 kHz PCM per block read
 LOUDNESS_RANGE_LU = 11.0  # loudnorm's LRA target for one-pass (dynamic) normalisation
 STDERR_LINES = 64  # how much of ffmpeg's log is kept to explain a failure or read a measurement
 _FFMPEG = ["ffmpeg", "-nostdin", "-hide_banner", "-nostats"]
+# ffmpeg's demuxers for what call recorders write: RIFF/WAVE (and Wave64) with any codec, MP3, FLAC, Ogg
+# (Opus, Vorbis), MP4/M4A/3GP (AAC, AMR), raw AAC and AMR, Matroska/WebM (WebRTC recorders), Sun AU, AIFF.
+INPUT_FORMATS = ("wav", "w64", "mp3", "flac", "ogg", "mov", "aac", "amr", "matroska", "au", "aiff")
+# Demuxers that open other files or URLs named inside the upload, by the name ffmpeg reports.
+REFERRING_FORMATS = {"hls": "an HLS playlist", "concat": "an ffconcat list", "dash": "a DASH manifest",
+                     "image2": "an image sequence", "mpl2": "a subtitle file", "srt": "a subtitle file"}
+MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 1000, 384000  # what a header may claim and still be audio
+PROBE_TIMEOUT_SECONDS = 60.0
 _PCM_OUT = {"f": "s16le", "acodec": "pcm_s16le", "ac": 1}
 _LOG_PREFIX = re.compile(r"^\[[^\]]* @ 0x[0-9a-f]+\] ")
 
@@ -58,11 +75,7 @@ def probe(path: Path, settings: AudioSettings) -> AudioInfo:
     wav = _wav_header(path)
     if wav is not None and (info := _probe_wav(path, wav, settings)) is not None:
         return info
-    try:
-        meta = ffmpeg.probe(str(path), v="error")
-    except ffmpeg.Error as exc:
-        stderr = exc.stderr.decode("utf-8", "replace") if exc.stderr else ""
-        raise InvalidAudio(f"not a decodable media file: {_probe_error(stderr, path)}") from None
+    meta = _ffprobe(path)
     streams = meta.get("streams", [])
     fmt = meta.get("format", {})
     audio = [s for s in streams if s.get("codec_type") == "audio"]
@@ -78,6 +91,8 @@ def probe(path: Path, settings: AudioSettings) -> AudioInfo:
     channels = int(stream.get("channels") or 0)
     if channels < 1:
         raise InvalidAudio("audio stream has no channels")
+    sample_rate = int(stream.get("sample_rate") or 0)
+    check_header_caps(channels, sample_rate, settings)
     format_name = str(fmt.get("format_name", ""))
     if format_name == "wav" and wav is not None and wav.data_size is not None and wav.byte_rate > 0:
         _check_wav_length(wav.data_size / wav.byte_rate, duration or 0.0)
@@ -85,9 +100,58 @@ def probe(path: Path, settings: AudioSettings) -> AudioInfo:
         format_name=format_name,
         codec=str(stream.get("codec_name", "")),
         channels=channels,
-        sample_rate=int(stream.get("sample_rate") or 0),
+        sample_rate=sample_rate,
         duration=duration or 0.0,
     )
+
+
+def check_header_caps(channels: int, sample_rate: int, settings: AudioSettings) -> None:
+    """What a header claims, within what a call recording can be, before any command is built from it."""
+    if channels > settings.max_channels:
+        raise InvalidAudio(f"implausible header: {channels} channels > max_channels {settings.max_channels}")
+    if not MIN_SAMPLE_RATE <= sample_rate <= MAX_SAMPLE_RATE:
+        raise InvalidAudio(f"implausible header: sample rate {sample_rate} Hz "
+                           f"(audio is {MIN_SAMPLE_RATE}-{MAX_SAMPLE_RATE} Hz)")
+
+
+def _ffprobe(path: Path) -> dict[str, Any]:
+    """ffprobe's view of the file, through the file protocol and the recording demuxers only."""
+    args = ["ffprobe", "-v", "error", *_input_guard(), "-show_format", "-show_streams", "-of", "json", _url(path)]
+    try:
+        proc = subprocess.run(args, capture_output=True, timeout=PROBE_TIMEOUT_SECONDS, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise InvalidAudio(f"not a decodable media file: ffprobe did not finish within "
+                           f"{PROBE_TIMEOUT_SECONDS:.0f} s") from None
+    stderr = proc.stderr.decode("utf-8", "replace")
+    if proc.returncode != 0:
+        refused = re.search(r"\[(\w+) @ 0x[0-9a-f]+\] Format not on whitelist", stderr)
+        if refused:
+            name = refused.group(1)
+            if name.endswith("_pipe") or name in {"image2", "gif", "apng", "webp"}:
+                raise InvalidAudio(f"no audio stream: the file holds video ({name})")  # an image
+            what = REFERRING_FORMATS.get(name, f"format {name}")
+            raise InvalidAudio(f"refused: {what} is not a call recording (formats read: {', '.join(INPUT_FORMATS)})")
+        raise InvalidAudio(f"not a decodable media file: {_probe_error(stderr, path)}")
+    try:
+        meta: dict[str, Any] = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise InvalidAudio("not a decodable media file: ffprobe gave no readable report") from None
+    return meta
+
+
+def _input_guard() -> list[str]:
+    """Options for an untrusted input: read through the file protocol, with call recording demuxers only."""
+    return ["-protocol_whitelist", "file", "-format_whitelist", ",".join(INPUT_FORMATS)]
+
+
+def _url(path: Path) -> str:
+    """An explicit file: URL, so no name (``concat:...``, ``-i``) is ever read as a protocol or an option."""
+    return f"file:{path.resolve()}"
+
+
+def command_timeout(duration: float) -> float:
+    """How long ffmpeg may take over a file of ``duration`` seconds: far slower than real time is a hang."""
+    return 60.0 + duration / 2
 
 
 def channel_plan(info: AudioInfo) -> list[int]:
@@ -138,7 +202,9 @@ def _split_channels(path: Path, info: AudioInfo, out_dir: Path, settings: AudioS
     ``normalise`` adds one-pass loudness normalisation to every output.
     """
     plan = channel_plan(info)
-    audio = ffmpeg.input(str(path))["a:0"]
+    demuxer = info.format_name.split(",")[0]
+    audio = ffmpeg.input(_url(path), f=demuxer, protocol_whitelist="file",
+                         format_whitelist=",".join(INPUT_FORMATS))["a:0"]
     branches = audio.filter_multi_output("asplit", len(plan)) if len(plan) > 1 else None
     paths: dict[int, Path] = {}
     outputs = []
@@ -155,7 +221,7 @@ def _split_channels(path: Path, info: AudioInfo, out_dir: Path, settings: AudioS
         # -t stops a file whose header hides its length one second past the limit
         outputs.append(ffmpeg.output(stream, str(paths[ch]), ar=settings.sample_rate,
                                      t=settings.max_duration_seconds + 1, **_PCM_OUT))
-    _run(ffmpeg.merge_outputs(*outputs), "decoding failed")
+    _run(ffmpeg.merge_outputs(*outputs), "decoding failed", timeout=command_timeout(info.duration))
     return paths
 
 
@@ -246,8 +312,8 @@ def measure_loudness(pcm: Path, settings: AudioSettings) -> dict[str, float]:
         raise InvalidAudio(f"loudness measurement failed: no loudnorm report ({exc})") from None
 
 
-def _run(stream_spec: Any, what: str, loglevel: str = "error") -> list[str]:
-    """Run an ffmpeg-python command; returns the tail of its log, raises InvalidAudio on failure.
+def _run(stream_spec: Any, what: str, loglevel: str = "error", timeout: float | None = None) -> list[str]:
+    """Run an ffmpeg-python command; returns the tail of its log, raises InvalidAudio on failure or timeout.
 
     Only the last lines of the log are kept: a damaged file can make ffmpeg report an
     error per packet, and the last one is the one that explains the failure.
@@ -256,9 +322,18 @@ def _run(stream_spec: Any, what: str, loglevel: str = "error") -> list[str]:
     tail: deque[str] = deque(maxlen=STDERR_LINES)
     with subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True, errors="replace") as proc:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            tail.append(line.rstrip("\n"))
+        timer = threading.Timer(timeout, proc.kill) if timeout else None
+        if timer is not None:
+            timer.start()
+        try:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                tail.append(line.rstrip("\n"))
+        finally:
+            if timer is not None:
+                timer.cancel()
+    if timer is not None and proc.returncode == -signal.SIGKILL:
+        raise InvalidAudio(f"{what}: ffmpeg did not finish within {timeout:.0f} s")
     if proc.returncode != 0:
         raise InvalidAudio(f"{what}: {_last_line(tail) or f'ffmpeg exit code {proc.returncode}'}")
     return list(tail)
@@ -343,6 +418,8 @@ def _probe_wav(path: Path, header: _WavHeader, settings: AudioSettings) -> Audio
 
     None when the header is not enough to be sure (other codecs, unstated length): ffprobe decides then.
     """
+    if header.channels > 0 and header.sample_rate > 0:
+        check_header_caps(header.channels, header.sample_rate, settings)
     if header.codec is None or header.data_size is None or min(header.channels, header.sample_rate,
                                                                header.byte_rate) <= 0:
         return None
@@ -365,7 +442,7 @@ def _probe_error(stderr: str, path: Path) -> str:
     """ffprobe's last two distinct complaints, without the temp path or the demuxer's address."""
     lines: list[str] = []
     for line in stderr.splitlines():
-        line = _LOG_PREFIX.sub("", line.strip().replace(f"{path}: ", ""))
+        line = _LOG_PREFIX.sub("", line.strip().replace(f"{_url(path)}: ", "").replace(f"{path}: ", ""))
         if line and line not in lines:
             lines.append(line)
     return "; ".join(lines[-2:]) or "ffprobe failed"

@@ -123,6 +123,7 @@ class AudioSettings(_Section):
     sample_rate: int = 16000
     max_duration_seconds: float = 6 * 3600.0
     max_size_bytes: int = 4 * 1024**3
+    max_channels: int = 8
     loudness_normalize: bool = True
     loudness_target_lufs: float = -23.0
     loudness_true_peak_db: float = -2.0
@@ -209,6 +210,7 @@ class AirflowSettings(_Section):
     task_retries: int = 3
     retry_delay_seconds: int = 30
     max_retry_delay_seconds: int = 600
+    task_timeout_seconds: float = 6 * 3600.0  # every task's execution_timeout: a hung task fails and is retried
     dag_start_date: str = "2026-01-01"
     dag_catchup: bool = False
     dag_max_active_runs: int = 4

@@ -15,12 +15,14 @@ retry or a re-run of the day redoes nothing that finished.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -148,17 +150,30 @@ def preprocess(rec: Recording, store: ObjectStore, settings: Settings) -> StageR
     started = time.monotonic()
     work_root = settings.storage.path("work_dir")
     work_root.mkdir(parents=True, exist_ok=True)
-    with store.local_copy(rec.bucket, rec.key) as source, tempfile.TemporaryDirectory(dir=work_root) as work:
+
+    def quarantine(reason: str) -> StageResult:
+        log.error("%s/%s: quarantined: %s", rec.bucket, rec.key, reason)
+        record = Quarantine(recording=rec, reason=reason, pipeline_version=PIPELINE_VERSION)
+        put_json(store, bucket, f"{prefix}/quarantine.json", record.to_dict())
+        ledger.advance(rec.recording_id, QUARANTINED, reason=reason, stage="preprocess",
+                       seconds=time.monotonic() - started)
+        return StageResult(rec.recording_id, rec.key, QUARANTINED, prefix, reason=reason)
+
+    with ExitStack() as files:
         try:
-            pre, pcm_paths = preprocess_local(rec, source, Path(work), settings.audio)
-        except InvalidAudio as exc:
-            reason = str(exc)
-            log.error("%s/%s: quarantined: %s", rec.bucket, rec.key, reason)
-            quarantine = Quarantine(recording=rec, reason=reason, pipeline_version=PIPELINE_VERSION)
-            put_json(store, bucket, f"{prefix}/quarantine.json", quarantine.to_dict())
-            ledger.advance(rec.recording_id, QUARANTINED, reason=reason, stage="preprocess",
-                           seconds=time.monotonic() - started)
-            return StageResult(rec.recording_id, rec.key, QUARANTINED, prefix, reason=reason)
+            source = files.enter_context(store.local_copy(rec.bucket, rec.key))
+        except FileNotFoundError:
+            return quarantine("the object is gone: deleted after the day was listed")
+        work = Path(files.enter_context(tempfile.TemporaryDirectory(dir=work_root)))
+        try:
+            pre, pcm_paths = preprocess_local(rec, source, work, settings.audio)
+        except Exception as exc:
+            reason = recording_fault(exc)
+            if reason is None:
+                raise  # the worker's fault, not the file's: the task fails and Airflow retries it
+            if not isinstance(exc, InvalidAudio):
+                log.exception("%s/%s: unexpected error while preprocessing", rec.bucket, rec.key)
+            return quarantine(reason)
         for channel in pre.channels:
             store.put_file(bucket, channel.pcm_key, pcm_paths[channel.channel])
     put_json(store, bucket, f"{prefix}/manifest.json", pre.to_dict())  # written last: the checkpoint
@@ -166,6 +181,29 @@ def preprocess(rec: Recording, store: ObjectStore, settings: Settings) -> StageR
     log.info("%s: %.1f s, %d channel(s), %d chunks, %.1f s speech",
              rec.key, pre.duration, len(pre.channels), len(pre.chunks), pre.speech_seconds)
     return StageResult(rec.recording_id, rec.key, "preprocessed", prefix, pre.speech_seconds)
+
+
+# Errors of the worker, not of the file: a full or read-only disk, too many open files, a device error.
+WORKER_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EMFILE, errno.ENFILE, errno.EIO}
+TOOLS = {"ffmpeg", "ffprobe"}
+
+
+def recording_fault(exc: Exception) -> str | None:
+    """Why decoding this recording failed, when the recording is the cause; None when the worker is.
+
+    Whatever the file makes the decoder do (an ffmpeg crash, a timeout, an
+    absurd header that makes a command too long, a value error deep in a
+    library) quarantines the file; a full disk, a missing ffmpeg or exhausted
+    memory would fail every file alike, so they fail the task for a retry.
+    """
+    if isinstance(exc, InvalidAudio):
+        return str(exc)
+    if isinstance(exc, MemoryError):
+        return None
+    if isinstance(exc, OSError) and (exc.errno in WORKER_ERRNOS or (
+            isinstance(exc, FileNotFoundError) and str(exc.filename) in TOOLS)):
+        return None
+    return f"preprocessing failed: {type(exc).__name__}: {exc}"
 
 
 def plan_shards(recordings: list[Recording], settings: AirflowSettings) -> list[list[Recording]]:

@@ -37,6 +37,7 @@ TRANSCRIPTS = Asset(TRANSCRIPTS_ASSET_URI)
         "retry_delay": timedelta(seconds=settings.airflow.retry_delay_seconds),
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(seconds=settings.airflow.max_retry_delay_seconds),
+        "execution_timeout": timedelta(seconds=settings.airflow.task_timeout_seconds),
     },
     doc_md=__doc__,
 )

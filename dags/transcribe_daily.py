@@ -59,6 +59,7 @@ def _name_shard(rows: list[dict[str, Any]]) -> None:
         "retry_delay": timedelta(seconds=settings.airflow.retry_delay_seconds),
         "retry_exponential_backoff": True,
         "max_retry_delay": timedelta(seconds=settings.airflow.max_retry_delay_seconds),
+        "execution_timeout": timedelta(seconds=settings.airflow.task_timeout_seconds),
         "queue": settings.airflow.default_queue,
     },
     doc_md=__doc__,
