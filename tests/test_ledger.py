@@ -53,7 +53,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return base
 
 
-def recordings(ledger: Ledger) -> dict[str, str]:
+def states(ledger: Ledger) -> dict[str, str]:
     return {row["key"].rsplit("/", 1)[-1]: row["state"] for row in ledger.rows()}
 
 
