@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from asr_tasks.text import CJK_CHAR
+from asr_tasks.text import CJK_CHAR, spreadsheet_safe
 from asr_tasks.config import Settings
 from asr_tasks.models import Transcript, _Serialisable
 
@@ -289,7 +289,8 @@ def report_csv(result: AuditResult, search_url: str) -> str:
     writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore")
     writer.writeheader()
     for f in result.findings:
-        writer.writerow({**f.to_dict(), "link": finding_link(f, search_url)})
+        row = {**f.to_dict(), "link": finding_link(f, search_url)}
+        writer.writerow({name: spreadsheet_safe(value) for name, value in row.items()})
     return buf.getvalue()
 
 

@@ -11,6 +11,7 @@ import tempfile
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Sequence
+from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
@@ -26,6 +27,17 @@ def _print_json(value: Any) -> None:
 SECRET_WORDS = ("password", "secret", "api_key", "token")
 
 
+def masked_url(value: Any) -> Any:
+    """A URL with its password as ``***`` (``postgresql://asr:***@db/asr``); any other value as it is."""
+    if not isinstance(value, str) or "://" not in value:
+        return value
+    parts = urlsplit(value)
+    if parts.password is None:
+        return value
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     from asr_tasks.config import SECTION_OF
 
@@ -39,7 +51,8 @@ def cmd_config(args: argparse.Namespace) -> int:
         print(json.dumps(value) if isinstance(value, (dict, list)) else value)
         return 0
     # Secrets are shown as set or not, never in clear (the output lands in logs and tickets).
-    shown = {section: {k: ("***" if v and any(w in k for w in SECRET_WORDS) else v) for k, v in values.items()}
+    shown = {section: {k: ("***" if v and any(w in k for w in SECRET_WORDS) else masked_url(v))
+                       for k, v in values.items()}
              for section, values in settings.items()}
     if args.json:
         _print_json(shown)
@@ -217,7 +230,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
     from asr_tasks.webui import create_app
 
     print(f"search page on http://{args.host}:{args.port}/ (Ctrl-C stops it)")
-    uvicorn.run(create_app(get_settings()), host=args.host, port=args.port, log_level="warning")
+    hosts = sorted({args.host, "127.0.0.1", "localhost"})  # any other Host header: DNS rebinding, refused
+    uvicorn.run(create_app(get_settings(), allowed_hosts=hosts), host=args.host, port=args.port, log_level="warning")
     return 0
 
 

@@ -80,6 +80,8 @@ class StorageSettings(_Section):
     minio_ca_bundle: str | None = None
     minio_region: str | None = None
     minio_conn_id: str | None = "asr_minio"
+    # what browsers play presigned audio from (https://minio.example:9000); None: the endpoint above
+    minio_public_url: str | None = None
     store_retries: int = 5
     store_retry_backoff_seconds: float = 0.5
     # when a day's recordings are complete: "quiet" (no upload for ready_quiet_seconds after the day) or "marker"

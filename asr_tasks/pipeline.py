@@ -35,7 +35,7 @@ from asr_tasks.audio import InvalidAudio, decode, pcm_duration, probe, read_pcm
 from asr_tasks.config import AirflowSettings, AudioSettings, Settings, get_settings
 from asr_tasks.engines import AsrEngine, get_engine, model_tag
 from asr_tasks.index import TranscriptIndex
-from asr_tasks.ledger import FINAL_STATES, PREPROCESSED, TRANSCRIBED, open_ledger
+from asr_tasks.ledger import FINAL_STATES, PREPROCESSED, SUPERSEDED, TRANSCRIBED, open_ledger
 from asr_tasks.models import (
     INDEXED,
     NEEDS_REVIEW,
@@ -418,7 +418,8 @@ def index_results(
     """Index gated transcripts and record quarantines; what the ledger says was indexed already is left alone.
 
     The ledger's final state is written after the index documents, so a crash between
-    the two indexes the recording again (replacing itself). The day's quality report
+    the two indexes the recording again (replacing itself). A version the ledger marks
+    superseded is not indexed: it would replace the newer version's documents. The day's quality report
     is written from the gated transcripts.
     """
     bucket = settings.storage.artefacts_bucket
@@ -426,6 +427,9 @@ def index_results(
     counts: Counter[str] = Counter()
     rows: list[dict[str, Any]] = []
     for result in results:
+        if ledger.state(result.recording_id) == SUPERSEDED:
+            counts[SUPERSEDED] += 1  # a newer version of the object was sensed: it, not this one, is the view's
+            continue
         final = ledger.finished(result.recording_id)
         started = time.monotonic()
         if result.state == QUARANTINED:
@@ -447,7 +451,7 @@ def index_results(
         ledger.advance(result.recording_id, transcript.state, reason=transcript.reason, stage="index",
                        seconds=time.monotonic() - started, segments=len(transcript.segments))
         counts[transcript.state] += 1
-    if counts.keys() - {"unchanged"}:
+    if counts.keys() - {"unchanged", SUPERSEDED}:
         quality.write_reports(rows, store, bucket, settings.quality, model_tag(settings.asr))
     return dict(counts)
 

@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from asr_tasks.text import CJK_CHAR, CJK_RANGES
+from asr_tasks.text import CJK_CHAR, CJK_RANGES, spreadsheet_safe
 from asr_tasks import PIPELINE_VERSION
 from asr_tasks.config import ConfigError, QualitySettings
 from asr_tasks.models import INDEXED, NEEDS_REVIEW, Transcript
@@ -415,7 +415,8 @@ def write_reports(rows: list[dict[str, Any]], store: ObjectStore, bucket: str, s
     for day, day_rows in sorted(by_day.items()):
         table = pd.DataFrame(day_rows, columns=REPORT_COLUMNS).sort_values("key", kind="stable")
         csv_key, html_key = report_keys(day, model)
-        store.put_bytes(bucket, csv_key, table.to_csv(index=False).encode("utf-8"))
+        cells = table.apply(lambda column: column.map(spreadsheet_safe) if column.dtype == object else column)
+        store.put_bytes(bucket, csv_key, cells.to_csv(index=False).encode("utf-8"))
         store.put_bytes(bucket, html_key, render_html(day, table, settings).encode("utf-8"))
         keys += [csv_key, html_key]
     return keys

@@ -74,7 +74,14 @@ class ObjectStore(Protocol):
 
     def local_copy(self, bucket: str, key: str) -> AbstractContextManager[Path]: ...
 
-    def presigned_url(self, bucket: str, key: str, expires: timedelta) -> str | None: ...
+    def head(self, bucket: str, key: str, length: int) -> bytes:
+        """The object's first ``length`` bytes (what it is, by its content)."""
+        ...
+
+    def presigned_url(self, bucket: str, key: str, expires: timedelta,
+                      response_headers: dict[str, str] | None = None) -> str | None:
+        """A URL a browser can fetch the object from; ``response_headers`` fix the answer's type and disposition."""
+        ...
 
 
 class LocalStore:
@@ -151,7 +158,15 @@ class LocalStore:
             raise FileNotFoundError(f"{bucket}/{key}: no such object")
         yield path
 
-    def presigned_url(self, bucket: str, key: str, expires: timedelta) -> str | None:
+    def head(self, bucket: str, key: str, length: int) -> bytes:
+        path = self._path(bucket, key)
+        if not path.is_file():
+            raise FileNotFoundError(f"{bucket}/{key}: no such object")
+        with open(path, "rb") as fh:
+            return fh.read(length)
+
+    def presigned_url(self, bucket: str, key: str, expires: timedelta,
+                      response_headers: dict[str, str] | None = None) -> str | None:
         """A ``file://`` URL: the folder has no access control to sign for, so ``expires`` does not apply."""
         return self._path(bucket, key).resolve().as_uri()
 
@@ -175,6 +190,8 @@ class MinioConfig:
     secure: bool = True
     ca_bundle: str | None = None
     region: str | None = None
+    public_endpoint: str | None = None  # host:port browsers use for presigned URLs
+    public_secure: bool = True
 
     @classmethod
     def from_settings(cls, settings: StorageSettings) -> "MinioConfig":
@@ -186,11 +203,13 @@ class MinioConfig:
             secure=secure,
             ca_bundle=str(settings.path("minio_ca_bundle")) if settings.minio_ca_bundle else None,
             region=settings.minio_region,
+            **_public(settings.minio_public_url),
         )
 
     @classmethod
-    def from_connection(cls, conn: Any) -> "MinioConfig":
-        """From an Airflow connection: host[:port] (or a URL), login, password, extra secure/ca_bundle/region."""
+    def from_connection(cls, conn: Any, public_url: str | None = None) -> "MinioConfig":
+        """From an Airflow connection: host[:port] (or a URL), login, password, extra secure/ca_bundle/region/
+        public_url (else ``public_url``: the settings' ``minio_public_url``)."""
         extra = dict(conn.extra_dejson or {})
         host = conn.host or extra.get("endpoint_url") or ""
         if not host:
@@ -206,7 +225,16 @@ class MinioConfig:
             secure=secure,
             ca_bundle=extra.get("ca_bundle") or None,
             region=extra.get("region") or extra.get("region_name") or None,
+            **_public(extra.get("public_url") or public_url),
         )
+
+
+def _public(url: str | None) -> dict[str, Any]:
+    """The public endpoint's fields of a MinioConfig, from ``https://host:port`` (HTTPS unless it says http)."""
+    if not url:
+        return {}
+    endpoint, secure = _split_endpoint(url, True)
+    return {"public_endpoint": endpoint, "public_secure": secure}
 
 
 def _split_endpoint(value: str, secure: bool) -> tuple[str, bool]:
@@ -279,6 +307,12 @@ class MinioStore:
             secure=config.secure,
             region=config.region,
             http_client=http_client,
+        )
+        # Browsers reach MinIO by its public name (HTTPS), which the workers may not use; the signature covers
+        # the host, so URLs for them are signed by a client of that endpoint (with a region: no request made).
+        self.signer = self.client if not config.public_endpoint else Minio(
+            config.public_endpoint, access_key=config.access_key or None, secret_key=config.secret_key or None,
+            secure=config.public_secure, region=config.region or "us-east-1", http_client=http_client,
         )
         self.work_dir = Path(work_dir)
         self.retries = retries
@@ -381,10 +415,25 @@ class MinioStore:
                 self._call(f"download {bucket}/{key}", lambda: self.client.fget_object(bucket, key, str(path)))
             yield path
 
-    def presigned_url(self, bucket: str, key: str, expires: timedelta) -> str | None:
-        """A time-limited GET URL for playback; signed locally, the object is not checked."""
-        return self._call(f"presign {bucket}/{key}",
-                          lambda: self.client.presigned_get_object(bucket, key, expires=expires))
+    def head(self, bucket: str, key: str, length: int) -> bytes:
+        def read() -> bytes:
+            answer = self.client.get_object(bucket, key, offset=0, length=length)
+            try:
+                return bytes(answer.read())
+            finally:
+                answer.close()
+                answer.release_conn()
+
+        with _missing_as_file_not_found(bucket, key):
+            return self._call(f"read the head of {bucket}/{key}", read)
+
+    def presigned_url(self, bucket: str, key: str, expires: timedelta,
+                      response_headers: dict[str, str] | None = None) -> str | None:
+        """A time-limited GET URL for playback, for the public endpoint where one is set; signed locally."""
+        headers: dict[str, str | list[str] | tuple[str]] = {
+            f"response-{name.lower()}": value for name, value in (response_headers or {}).items()}
+        return self._call(f"presign {bucket}/{key}", lambda: self.signer.presigned_get_object(
+            bucket, key, expires=expires, response_headers=headers or None))
 
 
 @contextmanager

@@ -1,4 +1,5 @@
-"""What counts as a CJK character: one definition for search, post-processing, the quality gate and the audit.
+"""Text rules every part shares: what counts as a CJK character (search, post-processing, the quality gate
+and the audit), and which text must not reach a spreadsheet as a formula (the CSV reports).
 
 Han (with extensions, radicals and compatibility ideographs), kana, bopomofo and
 Hangul: scripts written without spaces, where every character is a unit of its
@@ -14,3 +15,11 @@ CJK_RANGES = (
     "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002fa1f"
 )
 CJK_CHAR = re.compile(f"[{CJK_RANGES}]")
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value: object) -> object:
+    """Text a spreadsheet would run as a formula (``=HYPERLINK(...)`` from a sidecar) is kept as text."""
+    return f"'{value}" if isinstance(value, str) and value.startswith(FORMULA_START) else value

@@ -9,12 +9,18 @@ plugin prefix such as ``/search/``.
 Audio: a store that can sign an HTTP URL (MinIO) is redirected to; otherwise the
 recording is served here with HTTP Range support, which the browser needs to
 start playback in the middle of a file.
+
+Everything an uploader controls is treated as hostile: only recordings that the
+pipeline decoded are served, with a media type read from the file's first bytes
+(never from its name) and as an attachment; every response carries a
+Content-Security-Policy (scripts and styles only with the page's own nonce),
+``nosniff`` and a frame ban; inputs out of range answer 4xx with a message.
 """
 
 from __future__ import annotations
 
 import html
-import mimetypes
+import secrets
 from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
@@ -22,9 +28,10 @@ from typing import Annotated, Any, Sequence
 from urllib.parse import urlencode
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, params
-from markupsafe import Markup
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from markupsafe import Markup
 from starlette.background import BackgroundTask
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from asr_tasks.config import Settings, get_settings
 from asr_tasks.index import CursorError, Filters, IndexBackendError, TranscriptIndex, open_index
@@ -33,7 +40,40 @@ from asr_tasks.storage import ObjectStore, open_store
 from asr_tasks.templates import render
 
 PAGE_SIZE = 20
-PRESIGN_EXPIRES = timedelta(hours=1)
+PRESIGN_EXPIRES = timedelta(minutes=15)
+MAX_QUERY_CHARS = 1000
+# Audio containers by their first bytes: (offset, magic) -> media type. Anything else is not served.
+MAGIC: list[tuple[int, bytes, str]] = [
+    (8, b"WAVE", "audio/wav"), (0, b"fLaC", "audio/flac"), (0, b"OggS", "audio/ogg"), (0, b"ID3", "audio/mpeg"),
+    (4, b"ftyp", "audio/mp4"), (0, b"#!AMR", "audio/amr"), (0, b"\x1a\x45\xdf\xa3", "audio/webm"),
+    (0, b".snd", "audio/basic"), (8, b"AIFF", "audio/aiff"), (0, b"riff", "audio/wav"),  # Wave64
+]
+
+
+def audio_media_type(head: bytes) -> str | None:
+    """The media type of an audio file from its first bytes (MPEG audio and ADTS by their frame sync)."""
+    for offset, magic, media_type in MAGIC:
+        if head[offset : offset + len(magic)] == magic:
+            return media_type
+    if len(head) >= 2 and head[0] == 0xFF and head[1] & 0xF6 == 0xF0:
+        return "audio/aac"  # ADTS: sync word, layer 0
+    if len(head) >= 2 and head[0] == 0xFF and head[1] & 0xE0 == 0xE0:
+        return "audio/mpeg"  # an MPEG audio frame without an ID3 tag
+    return None
+
+
+def security_headers(nonce: str) -> dict[str, str]:
+    """What every response carries: the page may run only its own script and style, and nothing may frame it."""
+    return {
+        "Content-Security-Policy": (
+            f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; media-src 'self' https: "
+            "blob:; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'self'; "
+            "frame-ancestors 'none'"
+        ),
+        "X-Content-Type-Options": "nosniff",
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "no-referrer",
+    }
 
 
 def _marked(highlight: str) -> Markup:
@@ -63,11 +103,28 @@ def create_app(
     dependencies: Sequence[params.Depends] = (),
     index: TranscriptIndex | None = None,
     store: ObjectStore | None = None,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> FastAPI:
-    """The search app; ``dependencies`` guard every route (Airflow passes its authentication)."""
+    """The search app; ``dependencies`` guard every route (Airflow passes its authentication).
+
+    ``allowed_hosts`` (``asr ui``: the loopback names) refuses any other Host header, so a page
+    on another site cannot reach this one through DNS rebinding. No schema or docs routes.
+    """
     settings = settings or get_settings()
-    app = FastAPI(title="Call transcript search", dependencies=list(dependencies), docs_url=None, redoc_url=None)
+    app = FastAPI(title="Call transcript search", dependencies=list(dependencies), docs_url=None, redoc_url=None,
+                  openapi_url=None)
     state: dict[str, Any] = {"index": index, "store": store}
+
+    @app.middleware("http")
+    async def headers(request: Request, call_next: Any) -> Response:
+        request.state.nonce = secrets.token_urlsafe(16)
+        response: Response = await call_next(request)
+        for name, value in security_headers(request.state.nonce).items():
+            response.headers.setdefault(name, value)
+        return response
+
+    if allowed_hosts:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
 
     def get_index() -> TranscriptIndex:
         if state["index"] is None:
@@ -92,20 +149,25 @@ def create_app(
         quality: str = "",
         after: str = "",
         recording_id: str = "",
-        t: float = Query(0.0, ge=0.0),
+        t: float = Query(0.0, ge=0.0, le=86400.0, allow_inf_nan=False),
     ) -> HTMLResponse:
         """The page: form, hits (or the recording an audit link points at), counts and the player."""
         filters = Filters(date_from or None, date_to or None, agent or None, speaker or None, quality or None)
         form = {"q": q, "date_from": date_from, "date_to": date_to, "agent": agent, "speaker": speaker,
                 "quality": quality}
         view: dict[str, Any] = {"hits": None, "counts": [], "next_after": None, "focus": None, "error": ""}
-        if q.strip():
+        status = 200
+        if len(q) > MAX_QUERY_CHARS:
+            view["error"], status = f"the query is longer than {MAX_QUERY_CHARS} characters", 400
+        elif q.strip():
             try:
                 result = get_index().search_page(q, filters, size=PAGE_SIZE, after=after or None,
                                                  open_tag=HL_OPEN, close_tag=HL_CLOSE)
                 counts = [] if after else get_index().counts(q, filters)
-            except (CursorError, IndexBackendError) as exc:
-                view["error"] = str(exc)
+            except CursorError as exc:
+                view["error"], status = str(exc), 400
+            except IndexBackendError as exc:
+                view["error"], status = str(exc), 503
             else:
                 view.update(hits=result.hits, counts=counts, next_after=result.next_after,
                             next_query=urlencode({**form, "after": result.next_after or ""}))
@@ -115,11 +177,12 @@ def create_app(
                 view["error"] = f"no recording {recording_id}"
         base = request.scope.get("root_path", "").rstrip("/") + "/"
         return HTMLResponse(render("search.html", base=base, form=form, speakers=speakers, query=q, t=t,
-                                   page_size=PAGE_SIZE, clock=clock, marked=_marked, **view))
+                                   page_size=PAGE_SIZE, clock=clock, marked=_marked, nonce=request.state.nonce,
+                                   **view), status_code=status)
 
     @app.get("/api/search")
     def api_search(
-        q: str,
+        q: Annotated[str, Query(max_length=MAX_QUERY_CHARS)],
         filters: Annotated[Filters, Depends(query_filters)],
         size: int = Query(PAGE_SIZE, ge=1, le=500),
         after: str | None = None,
@@ -134,27 +197,39 @@ def create_app(
         return {"hits": [h.to_dict() for h in result.hits], "next_after": result.next_after}
 
     @app.get("/api/counts")
-    def api_counts(q: str, filters: Annotated[Filters, Depends(query_filters)]) -> list[dict[str, Any]]:
+    def api_counts(q: Annotated[str, Query(max_length=MAX_QUERY_CHARS)],
+                   filters: Annotated[Filters, Depends(query_filters)]) -> list[dict[str, Any]]:
         """Matching segments and recordings per agent and day."""
         return [c.to_dict() for c in get_index().counts(q, filters)]
 
     @app.get("/audio/{recording_id}", name="audio")
     def audio(recording_id: str, request: Request) -> Response:
-        """The recording's audio: a signed store URL when there is one, else served here with Range."""
+        """The recording's audio, if the pipeline decoded it: a signed store URL when there is one, else served here."""
         rec = get_index().recording(recording_id)
         if rec is None:
             raise HTTPException(status_code=404, detail=f"no recording {recording_id}")
+        if rec.get("state") == "quarantined":
+            raise HTTPException(status_code=404, detail=f"recording {recording_id} is quarantined: not served")
         store = get_store()
-        url = store.presigned_url(rec["bucket"], rec["key"], PRESIGN_EXPIRES)
+        try:
+            media_type = audio_media_type(store.head(rec["bucket"], rec["key"], 16))
+        except FileNotFoundError as exc:
+            raise HTTPException(status_code=404, detail=f"recording {recording_id}: its audio is not stored") from exc
+        if media_type is None:
+            raise HTTPException(status_code=415, detail=f"recording {recording_id}: not an audio file by its content")
+        disposition = f'attachment; filename="{recording_id}"'
+        url = store.presigned_url(rec["bucket"], rec["key"], PRESIGN_EXPIRES,
+                                  {"Content-Type": media_type, "Content-Disposition": disposition})
         if url and url.startswith(("http://", "https://")):
             return RedirectResponse(url, status_code=307)
-        media_type = mimetypes.guess_type(rec["key"])[0] or "application/octet-stream"
         resources = ExitStack()
         try:
             path = resources.enter_context(store.local_copy(rec["bucket"], rec["key"]))
         except FileNotFoundError as exc:
             resources.close()
             raise HTTPException(status_code=404, detail=str(exc)) from exc
-        return audio_response(path, media_type, resources)
+        response = audio_response(path, media_type, resources)
+        response.headers["Content-Disposition"] = disposition
+        return response
 
     return app

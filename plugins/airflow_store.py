@@ -28,7 +28,7 @@ def connection_minio_config(settings: StorageSettings) -> MinioConfig | None:
     except AirflowNotFoundException:
         log.info("no Airflow connection %r; MinIO settings come from minio_* / ASR_MINIO_*", settings.minio_conn_id)
         return None
-    return MinioConfig.from_connection(conn)
+    return MinioConfig.from_connection(conn, settings.minio_public_url)
 
 
 def task_store(settings: StorageSettings) -> ObjectStore:

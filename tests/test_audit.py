@@ -159,3 +159,17 @@ def test_cli_refuses_a_broken_rule_set_and_audits_nothing(settings: Settings, tm
     proc = subprocess.run([asr, "audit", "--date", DAY, "--json"], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["summary"]["findings"] == len(PLANTED)
+
+
+def test_the_csv_report_never_hands_a_spreadsheet_a_formula() -> None:
+    """An agent id from an uploader's sidecar that a spreadsheet would run stays text in the CSV."""
+    import csv
+    import io
+
+    from asr_tasks.audit import report_csv
+
+    hostile = call("promise", [DISCLOSED, ("agent", 9.0, 13.5, "这款产品保证收益。")], agent='=HYPERLINK("http://x","y")')
+    result = audit([hostile], load_rules(RULES), DAY)
+    rows = list(csv.DictReader(io.StringIO(report_csv(result, "http://search/"))))
+    assert rows and all(row["agent_id"] == '\'=HYPERLINK("http://x","y")' for row in rows)
+    assert all(not value.startswith(("=", "+", "-", "@")) for row in rows for value in row.values())

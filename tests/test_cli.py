@@ -61,3 +61,11 @@ def test_transcribe_packs_the_files_together_and_gates_them_when_asked(tmp_path:
 def test_missing_model_is_a_clear_error(tmp_path: Path, jfk: Path) -> None:
     proc = asr("transcribe", str(jfk), env={"ASR_MODEL_DIR": str(tmp_path / "no-model")})
     assert proc.returncode == 2 and "no-model does not exist" in proc.stderr
+
+
+def test_config_masks_passwords_inside_urls() -> None:
+    env = {"ASR_LEDGER_URL": "postgresql+psycopg2://asr:s3cr%40t@db:5432/asr", "ASR_ES_URL": "https://es:9200",
+           "ASR_ES_PASSWORD": "hunter2"}
+    shown = asr("config", env=env).stdout
+    assert "s3cr" not in shown and "hunter2" not in shown
+    assert "postgresql+psycopg2://asr:***@db:5432/asr" in shown and "https://es:9200" in shown

@@ -122,3 +122,26 @@ def test_adjacent_matches_are_highlighted_as_one_span(index: SqliteIndex) -> Non
     assert hit.highlight == "I can <em>guarantee</em> a <em>return</em> of <em>twelve</em> percent every year."
     [hit] = index.search("every year twelve percent")
     assert hit.highlight == "I can guarantee a return of <em>twelve percent every year</em>."
+
+
+def test_concurrent_indexers_of_one_object_never_collide(tmp_path: Path) -> None:
+    """Processes indexing one object (the same version, and others) at once: one wins, none raises."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(4) as pool:
+        outcomes = pool.starmap(_index_versions, [(str(tmp_path / "index.sqlite"), worker) for worker in range(4)])
+    assert outcomes == ["ok"] * 4
+    rows = SqliteIndex(tmp_path / "index.sqlite").recordings("2026-11-27")
+    assert len(rows) == 1  # one object, one version in the view
+
+
+def _index_versions(path: str, worker: int) -> str:
+    index = SqliteIndex(Path(path))
+    for n in range(40):  # the same version (a task and its retry) and other versions, from every worker
+        version = n % 2 * (worker + 1)
+        rec = Recording(recording_id=f"r{version}", bucket="recordings", key="calls/2026/11/27/c.wav",
+                        etag=f"e{version}", size=1, call_id="c", call_date="2026-11-27")
+        index.replace_recording(Transcript(recording=rec, duration=1.0, language="en", model="m", pipeline_version="1",
+                                           segments=[Segment(rec.recording_id, 0, "agent", 0.0, 1.0, "hello")]))
+    return "ok"

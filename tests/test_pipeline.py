@@ -137,3 +137,23 @@ def test_replaced_object_is_reprocessed_and_replaces_old_documents(
     gate_shard(second, store, settings)
     index_results(second, store, index, settings)
     assert [(r["recording_id"], r["state"]) for r in index.recordings()] == [(second[0].recording_id, "indexed")]
+
+
+def test_a_stale_version_that_finishes_late_is_not_indexed_over_the_newer_one(
+    settings: Settings, model_dir: Path, jfk: Path, tmp_path: Path
+) -> None:
+    store = LocalStore(settings.storage.path("store_root"))
+    index = SqliteIndex(settings.index.path("index_path"))
+    bucket = settings.storage.recordings_bucket
+    store.put_file(bucket, PREFIX + "c1.flac", jfk)
+    old = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]  # yesterday's run, still going
+    clip = tmp_path / "clip.flac"
+    subprocess.run(["ffmpeg", "-v", "error", "-i", str(jfk), "-t", "3.5", str(clip)], check=True)
+    store.put_file(bucket, PREFIX + "c1.flac", clip)  # the object is replaced; today's run takes the new version
+    new = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
+    for results in (new, old):  # the newer version finishes first
+        transcribe_shard(preprocessed_prefixes(results), store, settings)
+        gate_shard(results, store, settings)
+    assert index_results(new, store, index, settings).get("indexed") == 1
+    assert index_results(old, store, index, settings) == {"superseded": 1}
+    assert [r["recording_id"] for r in index.recordings(DAY)] == [new[0].recording_id]

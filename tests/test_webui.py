@@ -12,6 +12,7 @@ import base64
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,7 +30,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from asr_tasks.config import PROJECT_ROOT, Settings
 from asr_tasks.index.sqlite import SqliteIndex
-from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
+from asr_tasks.models import Quarantine, Recording, Segment, Transcript, recording_id_for
 from asr_tasks.storage import LocalStore, MinioConfig, MinioStore
 from asr_tasks.webui import create_app
 
@@ -92,15 +93,17 @@ def test_audio_is_served_with_ranges(client: TestClient, jfk: Path, jfk_rec: Rec
 
 
 def test_audio_from_minio_is_a_presigned_redirect(settings: Settings, world: tuple[SqliteIndex, LocalStore],
-                                                  jfk_rec: Recording, tmp_path: Path) -> None:
+                                                  jfk_rec: Recording, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     minio = MinioStore(MinioConfig("minio.intranet:9000", "auditor", "s3cret", secure=True, region="us-east-1"),
                        tmp_path / "work")
+    monkeypatch.setattr(minio, "head", lambda bucket, key, length: b"fLaC" + bytes(12))  # the route reads 16 bytes
     app = create_app(settings, index=world[0], store=minio)
     answer = TestClient(app).get(f"/audio/{jfk_rec.recording_id}", follow_redirects=False)
     assert answer.status_code == 307
     location = answer.headers["location"]
     assert location.startswith(f"https://minio.intranet:9000/recordings/{JFK_KEY}?")
-    assert "X-Amz-Signature=" in location and "X-Amz-Expires=3600" in location
+    assert "X-Amz-Signature=" in location and "X-Amz-Expires=900" in location
 
 
 def test_page_lists_hits_with_escaped_highlights_and_counts(client: TestClient) -> None:
@@ -309,9 +312,90 @@ def test_browser_search_click_and_play_from_the_hit(
         assert browser.js("document.getElementById('now').textContent") == f"{JFK_KEY} at 0:07.9"
         assert any(r["range"].startswith("bytes=") for r in audio_requests)
 
+        # The browser enforces the page's policy: a script without the page's nonce does not run.
+        browser.js("(() => { const s = document.createElement('script'); s.textContent = 'window.injected = 1';"
+                   " document.body.appendChild(s); })()")
+        assert browser.js("typeof window.injected") == "undefined"
+        status = browser.js("fetch('audio/0123456789abcdef01234567').then(r => r.status)")
+        assert status == 404
+
         browser.js("document.getElementById('player').pause()")
         shot = browser.send("Page.captureScreenshot", format="png")
         ARTEFACTS.mkdir(parents=True, exist_ok=True)
         (ARTEFACTS / "search-page.png").write_bytes(base64.b64decode(shot["data"]))
     finally:
         browser.close()
+
+
+def test_every_response_carries_the_security_headers(client: TestClient, jfk_rec: Recording) -> None:
+    page = client.get("/?q=country")
+    policy = page.headers["content-security-policy"]
+    nonce = re.search(r"script-src 'nonce-([\w-]+)'", policy)
+    assert nonce and f'<script nonce="{nonce.group(1)}">' in page.text and f'<style nonce="{nonce.group(1)}">' in page.text
+    assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
+    for answer in (page, client.get(f"/audio/{jfk_rec.recording_id}"), client.get("/api/search?q=x"),
+                   client.get("/no-such-route")):
+        assert answer.headers["x-content-type-options"] == "nosniff", answer.url
+        assert answer.headers["x-frame-options"] == "DENY", answer.url
+        assert "content-security-policy" in answer.headers, answer.url
+    assert client.get("/?q=country").headers["content-security-policy"] != policy  # a nonce per response
+    assert client.get("/openapi.json").status_code == 404 and client.get("/docs").status_code == 404
+
+
+def test_the_audio_route_serves_decoded_audio_only(settings: Settings, world: tuple[SqliteIndex, LocalStore],
+                                                   jfk_rec: Recording) -> None:
+    """An uploaded page or picture under a day prefix is quarantined, and never served: not even by its id."""
+    index, store = world
+    html_rec = _recording("calls/2026/11/27/invite.wav", "AG-1")
+    store.put_bytes("recordings", html_rec.key, b"<html><script>alert(document.cookie)</script></html>")
+    index.record_quarantine(Quarantine(recording=html_rec, reason="not a decodable media file", pipeline_version="1"))
+    client = TestClient(create_app(settings))
+    refused = client.get(f"/audio/{html_rec.recording_id}")
+    assert refused.status_code == 404 and "quarantined" in refused.json()["detail"]
+    assert b"<script>" not in refused.content
+
+    disguised = _recording("calls/2026/11/27/page.flac", "AG-1")  # indexed somehow, but no audio inside
+    store.put_bytes("recordings", disguised.key, b"<svg onload=alert(1)></svg>" * 4)
+    index.replace_recording(Transcript(recording=disguised, duration=1.0, language="en", model="m",
+                                       pipeline_version="1", segments=[]))
+    assert client.get(f"/audio/{disguised.recording_id}").status_code == 415
+
+    served = client.get(f"/audio/{jfk_rec.recording_id}")
+    assert served.headers["content-type"] == "audio/flac"  # from the content: fLaC
+    assert served.headers["content-disposition"] == f'attachment; filename="{jfk_rec.recording_id}"'
+    (settings.storage.path("store_root") / "recordings" / JFK_KEY).unlink()
+    gone = client.get(f"/audio/{jfk_rec.recording_id}")
+    assert gone.status_code == 404 and "not stored" in gone.json()["detail"]
+
+
+def test_presigned_audio_uses_the_public_endpoint_and_fixes_type_and_disposition(
+        settings: Settings, world: tuple[SqliteIndex, LocalStore], jfk_rec: Recording, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = settings.override(store_backend="minio", minio_endpoint="minio:9000", minio_secure=False,
+                             minio_access_key="auditor", minio_secret_key="s3cret", minio_region="us-east-1",
+                             minio_public_url="https://media.bank.example")
+    minio = MinioStore(MinioConfig.from_settings(conf.storage), tmp_path / "work")
+    monkeypatch.setattr(minio, "head", lambda bucket, key, length: b"fLaC\0\0\0\x22" + bytes(8))  # no server here
+    answer = TestClient(create_app(conf, index=world[0], store=minio)).get(f"/audio/{jfk_rec.recording_id}",
+                                                                           follow_redirects=False)
+    location = answer.headers["location"]
+    assert answer.status_code == 307 and location.startswith(f"https://media.bank.example/recordings/{JFK_KEY}?")
+    assert "response-content-type=audio%2Fflac" in location and "response-content-disposition=attachment" in location
+    assert "X-Amz-Expires=900" in location  # a short lifetime
+
+
+@pytest.mark.parametrize(("url", "status"), [
+    ("/?recording_id=x&t=inf", 422), ("/?recording_id=x&t=nan", 422), ("/?recording_id=x&t=-1", 422),
+    ("/?q=" + "(" * 400 + "country" + ")" * 400, 200), ("/?q=country&after=not-a-cursor", 400),
+    ("/?q=country&after=WyJ4Il0", 400), ("/?q=" + "a" * 1001, 400),
+    ("/api/search?q=country&after=WyJ4IiwgeyJhIjogMX1d", 400), ("/api/search?q=" + "a" * 1001, 422),
+])
+def test_bad_input_is_a_4xx_with_a_message_never_a_500(client: TestClient, url: str, status: int) -> None:
+    answer = client.get(url)
+    assert answer.status_code == status, answer.text[:300]
+
+
+def test_asr_ui_answers_its_own_host_names_only(settings: Settings, world: tuple[SqliteIndex, LocalStore]) -> None:
+    client = TestClient(create_app(settings, allowed_hosts=["127.0.0.1", "localhost"]))
+    assert client.get("/", headers={"Host": "127.0.0.1:8091"}).status_code == 200
+    assert client.get("/", headers={"Host": "attacker.example"}).status_code == 400  # DNS rebinding

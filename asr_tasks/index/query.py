@@ -83,9 +83,27 @@ def _tokens(query: str) -> Iterator[tuple[str, str]]:
             i = end
 
 
+MAX_DEPTH = 16  # parentheses nested deeper than this only group, they add no level
+
+
+def _bounded(tokens: Iterator[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+    """The tokens with parentheses beyond ``MAX_DEPTH`` dropped: any input stays a query of bounded depth."""
+    depth = 0
+    for kind, text in tokens:
+        if kind == "(":
+            depth += 1
+            if depth > MAX_DEPTH:
+                continue
+        elif kind == ")":
+            depth -= 1
+            if depth >= MAX_DEPTH:
+                continue
+        yield kind, text
+
+
 class _Parser:
     def __init__(self, query: str) -> None:
-        self.tokens = list(_tokens(query))
+        self.tokens = list(_bounded(_tokens(query)))
         self.pos = 0
 
     def peek(self) -> str | None:
@@ -239,7 +257,8 @@ def decode_cursor(token: str, length: int) -> list[Any]:
         values = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
     except (ValueError, binascii.Error) as exc:
         raise CursorError(f"invalid page cursor {token!r}: {exc}") from exc
-    if not isinstance(values, list) or len(values) != length:
+    if (not isinstance(values, list) or len(values) != length
+            or not all(v is None or (isinstance(v, (int, float, str)) and not isinstance(v, bool)) for v in values)):
         raise CursorError(f"invalid page cursor {token!r}: not a cursor of this index")
     return values
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,23 @@ class SqliteIndex(TranscriptIndex):
         db.row_factory = sqlite3.Row
         return db
 
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction that holds the write lock from its first statement: what it reads to replace
+        (an object's earlier versions) cannot change under it, so concurrent indexers never collide."""
+        db = self._connect()
+        db.isolation_level = None  # transactions by hand: BEGIN IMMEDIATE takes the lock before the first read
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        finally:
+            db.close()
+
     @staticmethod
     def _delete_versions(db: sqlite3.Connection, bucket: str, key: str, recording_id: str = "") -> int:
         """Drop every version of the object (any ETag), and the recording with this id; how many went."""
@@ -150,7 +168,7 @@ class SqliteIndex(TranscriptIndex):
         rec = transcript.recording
         row = {**recording_fields(rec), **transcript_summary(transcript)}
         row["quality_failures"] = ",".join(row["quality_failures"]) or None
-        with closing(self._connect()) as db, db:
+        with self._write() as db:
             self._replace_recording_row(db, row)
             for seq, seg in enumerate(transcript.segments):
                 cur = db.execute(
@@ -170,7 +188,7 @@ class SqliteIndex(TranscriptIndex):
             "state": quarantine.state,
             "reason": quarantine.reason,
         }
-        with closing(self._connect()) as db, db:
+        with self._write() as db:
             self._replace_recording_row(db, row)
 
     def search_page(
@@ -271,7 +289,7 @@ class SqliteIndex(TranscriptIndex):
         return None if row is None else dict(row)
 
     def delete_recording(self, bucket: str, key: str) -> int:
-        with closing(self._connect()) as db, db:
+        with self._write() as db:
             return self._delete_versions(db, bucket, key)
 
     def segments(self, recording_id: str) -> list[Segment]:
@@ -293,7 +311,7 @@ class SqliteIndex(TranscriptIndex):
 
     def replace_findings(self, call_date: str, findings: list[dict[str, Any]]) -> None:
         """The day's audit findings, replacing any earlier audit of that day."""
-        with closing(self._connect()) as db, db:
+        with self._write() as db:
             db.execute("DELETE FROM findings WHERE call_date = ?", (call_date,))
             db.executemany(
                 "INSERT INTO findings (finding_id, call_date, recording_id, rule_id, doc) VALUES (?,?,?,?,?)",
