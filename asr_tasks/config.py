@@ -88,6 +88,8 @@ class StorageSettings(_Section):
     ready_check: ReadyCheck = "quiet"
     ready_marker: str = "_READY"
     ready_quiet_seconds: float = 0.0
+    # the run of a day also takes recordings that arrived late for this many days before it
+    resense_days: int = 1
 
 
 @dataclass(frozen=True, config=_STRICT)

@@ -210,6 +210,17 @@ class Ledger:
             row = db.execute(query).first()
         return row is not None and row.state in FINAL_STATES and row.index_seconds is not None
 
+    def known(self, recording_ids: Iterable[str]) -> set[str]:
+        """Which of these recording versions the ledger has already seen."""
+        ids = list(recording_ids)
+        found: set[str] = set()
+        with self.engine.connect() as db:
+            for start in range(0, len(ids), 500):
+                batch = ids[start : start + 500]
+                found.update(db.execute(select(recordings.c.recording_id)
+                                        .where(recordings.c.recording_id.in_(batch))).scalars())
+        return found
+
     def rows(self, call_date: str | None = None) -> list[dict[str, Any]]:
         """Every recording version (of one day), in key order; times as ISO 8601 text."""
         query = select(recordings).order_by(recordings.c.key, recordings.c.sensed_at)

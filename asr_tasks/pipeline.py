@@ -24,7 +24,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -82,11 +82,20 @@ def recording_id_of(prefix: str) -> str:
 
 
 def sense(store: ObjectStore, settings: Settings, day: date) -> list[Recording]:
-    """The day's recordings, each entered in the ledger (a new ETag or model version starts its row over)."""
+    """The day's recordings, and those that arrived late for the ``resense_days`` before it (versions the
+    ledger has not seen), each entered in the ledger (a new ETag or model version starts its row over)."""
+    ledger = open_ledger(settings.ledger)
     recordings = list_recordings(store, settings.storage, day)
-    open_ledger(settings.ledger).sensed(recordings, model_tag(settings.asr), PIPELINE_VERSION)
-    log.info("%s: %d recordings under %s", day, len(recordings), settings.storage.recordings_prefix)
-    return recordings
+    late: list[Recording] = []
+    for back in range(1, settings.storage.resense_days + 1):
+        earlier = list_recordings(store, settings.storage, day - timedelta(days=back))
+        seen = ledger.known(r.recording_id for r in earlier)
+        if seen:  # that day's own run has sensed it; a day not yet run (a backfill's gap) is left to its run
+            late += [r for r in earlier if r.recording_id not in seen]
+    ledger.sensed(recordings + late, model_tag(settings.asr), PIPELINE_VERSION)
+    log.info("%s: %d recordings under %s, %d late for earlier days", day, len(recordings),
+             settings.storage.recordings_prefix, len(late))
+    return recordings + late
 
 
 def preprocess_local(rec: Recording, source: Path, work: Path,

@@ -405,16 +405,28 @@ def render_html(day: str, table: pd.DataFrame, settings: QualitySettings) -> str
 
 def write_reports(rows: list[dict[str, Any]], store: ObjectStore, bucket: str, settings: QualitySettings,
                   model: str) -> list[str]:
-    """Save each call date's quality report (CSV and HTML) in ``bucket``; returns the keys written."""
+    """Save each call date's quality report (CSV and HTML, and the rows as JSON) in ``bucket``.
+
+    A day's earlier rows are kept, each recording's newest row wins: a late upload
+    taken by the next night's run joins its day's report instead of replacing it.
+    Returns the keys written.
+    """
     import pandas as pd
+
+    from asr_tasks.storage import get_json, put_json
 
     keys: list[str] = []
     by_day: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_day.setdefault(row["call_date"] or "undated", []).append(row)
     for day, day_rows in sorted(by_day.items()):
-        table = pd.DataFrame(day_rows, columns=REPORT_COLUMNS).sort_values("key", kind="stable")
         csv_key, html_key = report_keys(day, model)
+        json_key = csv_key.removesuffix(".csv") + ".json"
+        merged = {r["recording_id"]: r for r in (get_json(store, bucket, json_key) if store.exists(bucket, json_key)
+                                                 else [])}
+        merged.update({r["recording_id"]: r for r in day_rows})
+        put_json(store, bucket, json_key, list(merged.values()))
+        table = pd.DataFrame(list(merged.values()), columns=REPORT_COLUMNS).sort_values("key", kind="stable")
         cells = table.apply(lambda column: column.map(spreadsheet_safe) if column.dtype == object else column)
         store.put_bytes(bucket, csv_key, cells.to_csv(index=False).encode("utf-8"))
         store.put_bytes(bucket, html_key, render_html(day, table, settings).encode("utf-8"))

@@ -6,7 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 from asr_tasks.config import Settings
@@ -157,3 +157,18 @@ def test_a_stale_version_that_finishes_late_is_not_indexed_over_the_newer_one(
     assert index_results(new, store, index, settings).get("indexed") == 1
     assert index_results(old, store, index, settings) == {"superseded": 1}
     assert [r["recording_id"] for r in index.recordings(DAY)] == [new[0].recording_id]
+
+
+def test_a_late_upload_for_yesterday_is_taken_by_todays_run_once(settings: Settings, jfk: Path) -> None:
+    store = LocalStore(settings.storage.path("store_root"))
+    bucket = settings.storage.recordings_bucket
+    yesterday, today = "calls/2026/11/26/", PREFIX
+    store.put_file(bucket, yesterday + "early.flac", jfk)
+    assert [r.key for r in sense(store, settings, DAY - timedelta(days=1))] == [yesterday + "early.flac"]
+    store.put_file(bucket, yesterday + "late.flac", jfk)  # after yesterday's run had sensed its day
+    store.put_file(bucket, today + "c1.flac", jfk)
+    assert sorted(r.key for r in sense(store, settings, DAY)) == [yesterday + "late.flac", today + "c1.flac"]
+    assert [r.key for r in sense(store, settings, DAY)] == [today + "c1.flac"]  # taken once: now in the ledger
+    store.put_file(bucket, "calls/2026/11/25/never_run.flac", jfk)  # a day whose own run has not happened
+    assert [r.key for r in sense(store, settings, DAY - timedelta(days=1))] == [yesterday + "early.flac",
+                                                                              yesterday + "late.flac"]

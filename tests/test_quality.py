@@ -266,3 +266,19 @@ def test_search_command_filters_on_quality(tmp_path: Path) -> None:
     assert keys("thank you") == {"loop_across_segments"}
     assert keys("thank you", "--quality", "pass") == set()
     assert keys("returns", "--quality", "pass") == {"clean_en"}
+
+
+def test_a_late_recording_joins_its_days_report(tmp_path: Path) -> None:
+    """The next night's run indexes a late upload of the day before: that day's report keeps its other rows."""
+    from asr_tasks.quality import report_row, write_reports
+    from asr_tasks.storage import LocalStore
+
+    store, settings = LocalStore(tmp_path / "store"), Settings()
+    clean, loop = (gate([CASES[n][0]], settings.quality)[0] for n in ("clean_en", "loop_across_segments"))
+    write_reports([report_row(clean)], store, "artefacts", settings.quality, "m")
+    write_reports([report_row(loop)], store, "artefacts", settings.quality, "m")
+    write_reports([report_row(loop)], store, "artefacts", settings.quality, "m")  # a re-run adds nothing
+    csv_key, _ = report_keys(clean.recording.call_date, "m")
+    table = list(csv.DictReader(io.StringIO(store.get_bytes("artefacts", csv_key).decode())))
+    assert sorted(r["recording_id"] for r in table) == sorted([clean.recording.recording_id,
+                                                               loop.recording.recording_id])
