@@ -347,3 +347,11 @@ def test_ledger_database_script_creates_its_role_and_database(postgres_server: s
 def test_the_filled_in_env_file_stays_out_of_version_control_and_images() -> None:
     assert ".env" in (PROJECT_ROOT / ".gitignore").read_text(encoding="utf-8").split()
     assert ".env" in (PROJECT_ROOT / ".dockerignore").read_text(encoding="utf-8").split()
+
+
+def test_the_stack_waits_for_a_day_to_be_complete() -> None:
+    """A quiet period after the day (the embedded default of 0 would sense at midnight and miss late uploads)."""
+    for name, service in airflow_services().items():
+        storage = service_settings(service).storage
+        assert storage.ready_check == "marker" or storage.ready_quiet_seconds >= 900, name
+        assert storage.resense_days >= 1, name

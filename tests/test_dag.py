@@ -65,6 +65,7 @@ print(json.dumps({
     "queues": {name: task.queue for name, task in tasks.items()},
     "retries": sorted({t.retries for t in dag.tasks}),
     "backoff": all(t.retry_exponential_backoff for t in dag.tasks),
+    "timeouts": sorted({t.execution_timeout.total_seconds() if t.execution_timeout else 0 for t in dag.tasks}),
     "upstream_of_index": sorted(tasks["index"].upstream_task_ids),
     "upstream_of_gate": sorted(tasks["shard.gate"].upstream_task_ids),
 }))
@@ -78,6 +79,7 @@ print(json.dumps({
     assert info["queues"]["shard.transcribe"] == "gpu" and info["queues"]["shard.preprocess"] == "default"
     assert info["queues"]["shard.gate"] == "default"  # the gate is a task of its own, retried as such
     assert info["retries"] == [3] and info["backoff"]
+    assert info["timeouts"] == [21600.0]  # every task: a hung one fails and is retried
     assert info["upstream_of_index"] == ["shard.gate"]
     assert info["upstream_of_gate"] == ["shard.preprocess", "shard.transcribe"]
 

@@ -109,6 +109,12 @@ def build_corpus(folder: Path, jfk: Path) -> dict[str, tuple[str, str]]:
     ffmpeg("-f", "lavfi", "-i", "anullsrc=r=8000:cl=mono", "-t", "5",
            str(made("silence.wav", "needs_review", r"no speech detected")))
     shutil.copy(tone, made("tone.wav", "needs_review", r"no speech detected|quality gate failed"))
+    for n in range(20):  # many small files: a tenth of a second each
+        ffmpeg("-f", "lavfi", "-i", f"sine=f={300 + 20 * n}:d=0.1", "-ar", "8000",
+               str(made(f"blip_{n:02d}.wav", "needs_review", r"no speech detected")))
+    ffmpeg("-i", str(speech), "-f", "lavfi", "-i", "anoisesrc=r=8000:color=pink:amplitude=0.002:d=1200",
+           "-filter_complex", "[0:a]aresample=8000[s];[s][1:a]concat=n=2:v=0:a=1", "-ac", "1",
+           str(made("twenty_minutes.wav", TRANSCRIBED)))  # a very long one: a sentence, then 20 minutes of line hiss
     return expected
 
 
