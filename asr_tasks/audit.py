@@ -25,6 +25,7 @@ import yaml
 from asr_tasks.text import CJK_CHAR, spreadsheet_safe
 from asr_tasks.config import Settings
 from asr_tasks.models import Transcript, _Serialisable
+from asr_tasks.pii import Policy, load_policy, redact_transcript
 
 SEVERITIES = ("low", "medium", "high", "critical")
 KINDS = {
@@ -33,6 +34,7 @@ KINDS = {
     "regex": {"pattern"},
     "silence": {"max_seconds"},
     "talk_ratio": {"speaker"},
+    "personal_data": {"pii_kinds"},  # a kind of include/pii/ was read out (found before masking; stored masked)
 }
 OPTIONAL = {"speaker", "luhn", "min_share", "max_share", "description"}
 COMMON = {"id", "kind", "severity", "description"}
@@ -58,6 +60,7 @@ class Rule:
     max_seconds: float = 0.0
     min_share: float | None = None
     max_share: float | None = None
+    pii_kinds: tuple[str, ...] = ()
 
     def applies_to(self, speaker: str) -> bool:
         return not self.speakers or speaker in self.speakers
@@ -204,6 +207,7 @@ def _build_rule(path: Path, node: yaml.Node) -> Rule:
             max_seconds=float(data.get("max_seconds", 0.0)),
             min_share=None if data.get("min_share") is None else float(data["min_share"]),
             max_share=None if data.get("max_share") is None else float(data["max_share"]),
+            pii_kinds=tuple(str(k) for k in data.get("pii_kinds") or ()),
         )
     except (TypeError, ValueError) as exc:
         raise RuleError(f"{where}: rule {rule_id!r}: {exc}") from exc
@@ -245,6 +249,10 @@ def evaluate(rule: Rule, transcript: Transcript) -> list[Finding]:
                 if rule.luhn and not _luhn_ok(digits):
                     continue
                 out.append(_finding(rule, transcript, seg.speaker, seg.start, seg.end, match.group(0)))
+    elif rule.kind == "personal_data":
+        for found in transcript.pii:
+            if found["kind"] in rule.pii_kinds and (rule.applies_to(found["speaker"]) or found["speaker"] == "mixed"):
+                out.append(_finding(rule, transcript, found["speaker"], found["start"], found["end"], found["masked"]))
     elif rule.kind == "silence":
         ordered = sorted(segments, key=lambda s: s.start)
         reach = ordered[0].end if ordered else 0.0
@@ -265,9 +273,14 @@ def evaluate(rule: Rule, transcript: Transcript) -> list[Finding]:
     return out
 
 
-def audit(transcripts: Iterable[Transcript], rules: list[Rule], call_date: str) -> AuditResult:
+def audit(transcripts: Iterable[Transcript], rules: list[Rule], call_date: str,
+          policy: Policy | None = None) -> AuditResult:
+    """Every rule over every call. With a PII policy, a transcript not yet masked by it is masked first: the
+    rules see what a card number was (``personal_data``), the findings only its mask."""
     result = AuditResult(call_date=call_date, recordings=0)
     for transcript in transcripts:
+        if policy is not None:
+            transcript = redact_transcript(transcript, policy)
         result.recordings += 1
         for rule in rules:
             result.findings.extend(evaluate(rule, transcript))
@@ -310,7 +323,8 @@ def run_audit(call_date: str, rules: list[Rule], index: Any, store: Any, setting
     """
     from asr_tasks.pipeline import gated_transcripts_for_date
 
-    result = audit(gated_transcripts_for_date(call_date, store, settings), rules, call_date)
+    policy = load_policy(settings.postprocess.path("pii_dir"))
+    result = audit(gated_transcripts_for_date(call_date, store, settings), rules, call_date, policy)
     index.replace_findings(call_date, [f.to_dict() for f in result.findings])
     prefix = f"reports/qa/{call_date}/qa-audit"
     bucket, search_url = settings.storage.artefacts_bucket, settings.quality.search_url

@@ -181,6 +181,9 @@ class PostprocessSettings(_Section):
     fillers_file: str = "include/fillers.yaml"
     terms_dir: str = "include/terms"
     terms_as_hotwords: bool = True
+    # personal data (include/pii/*.yaml: kinds, patterns, masks) masked in every transcript before it is stored
+    redact_pii: bool = True
+    pii_dir: str = "include/pii"
 
     @field_validator("postprocess_steps")
     @classmethod

@@ -132,6 +132,9 @@ class Transcript(_Serialisable):
     quality: str | None = None  # the quality gate's outcome: "pass" or "needs_review"
     quality_failures: list[str] = field(default_factory=list)  # names of the failed expectations
     postprocess: dict[str, list[str]] = field(default_factory=dict)  # steps applied, per language
+    # personal data found and masked (kind, channel, speaker, start, end, masked), and by which policy
+    pii: list[dict[str, Any]] = field(default_factory=list)
+    pii_policy: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Transcript":
@@ -148,6 +151,8 @@ class Transcript(_Serialisable):
             quality=data.get("quality"),
             quality_failures=list(data.get("quality_failures") or []),
             postprocess={k: list(v) for k, v in (data.get("postprocess") or {}).items()},
+            pii=[dict(d) for d in data.get("pii") or []],
+            pii_policy=data.get("pii_policy"),
         )
 
 

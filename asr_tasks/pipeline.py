@@ -48,6 +48,7 @@ from asr_tasks.models import (
     Segment,
     Transcript,
 )
+from asr_tasks.pii import load_policy, redact_transcript
 from asr_tasks.postprocess import hotword_terms, hotwords, postprocess_segments, stitch
 from asr_tasks.storage import ObjectStore, get_json, list_recordings, put_json
 from asr_tasks.vad import cut_chunks, frame_levels, get_vad, speech_regions
@@ -327,6 +328,8 @@ def build_transcript(
         reason=reason,
         postprocess=steps,
     )
+    if settings.postprocess.redact_pii:  # before anything is stored: the raw transcript holds no personal data
+        transcript = redact_transcript(transcript, load_policy(settings.postprocess.path("pii_dir")))
     return gate_transcripts([transcript], settings)[0] if gate else transcript
 
 

@@ -11,16 +11,18 @@ from pathlib import Path
 import pytest
 
 from asr_tasks import PIPELINE_VERSION
-from asr_tasks.audit import RuleError, audit, load_rules, normalise, run_audit
+from asr_tasks.audit import RuleError, audit, load_rules, normalise, report_csv, run_audit
 from asr_tasks.config import PROJECT_ROOT, Settings
 from asr_tasks.engines import model_tag
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.ledger import open_ledger
 from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
+from asr_tasks.pii import load_policy
 from asr_tasks.pipeline import artefact_prefix, gated_key
 from asr_tasks.storage import LocalStore, put_json
 
 RULES = PROJECT_ROOT / "include" / "qa_rules"
+POLICY = load_policy(PROJECT_ROOT / "include" / "pii")
 DAY = "2026-11-27"
 
 
@@ -67,7 +69,7 @@ def found(findings: list) -> set[tuple[str, str, str, float]]:
 
 
 def test_planted_violations_are_found_exactly() -> None:
-    result = audit(CALLS, load_rules(RULES), DAY)
+    result = audit(CALLS, load_rules(RULES), DAY, POLICY)
     assert found(result.findings) == PLANTED
     promise = next(f for f in result.findings if f.rule_id == "promise-of-return")
     assert (promise.end, promise.matched_text, promise.severity) == (13.5, "保证收益", "high")
@@ -166,10 +168,16 @@ def test_the_csv_report_never_hands_a_spreadsheet_a_formula() -> None:
     import csv
     import io
 
-    from asr_tasks.audit import report_csv
-
     hostile = call("promise", [DISCLOSED, ("agent", 9.0, 13.5, "这款产品保证收益。")], agent='=HYPERLINK("http://x","y")')
     result = audit([hostile], load_rules(RULES), DAY)
     rows = list(csv.DictReader(io.StringIO(report_csv(result, "http://search/"))))
     assert rows and all(row["agent_id"] == '\'=HYPERLINK("http://x","y")' for row in rows)
     assert all(not value.startswith(("=", "+", "-", "@")) for row in rows for value in row.values())
+
+
+def test_personal_data_findings_keep_rule_speaker_and_seconds_but_only_the_mask() -> None:
+    result = audit(CALLS, load_rules(RULES), DAY, POLICY)
+    shown = {f.rule_id: (f.speaker, f.start, f.matched_text) for f in result.findings if f.key.endswith("pii.wav")}
+    assert shown["card-number-read-out"] == ("agent", 5.0, "[CARD ****1111]")
+    assert shown["id-number-read-out"] == ("customer", 80.0, "[ID]")
+    assert "4111" not in report_csv(result, "http://search/").replace("****1111", "")

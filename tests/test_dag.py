@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -159,6 +160,21 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
     }
     card = next(f for f in report["findings"] if f["rule_id"] == "card-number-read-out")
     assert card["speaker"] == "agent" and 15.0 < card["start"] < card["end"] <= 26.0  # said from ~17 s to ~25 s
+    assert card["matched_text"].startswith("[CARD ****")  # found before masking, stored masked
+
+    # No card number in clear anywhere: artefacts, reports, the index, the ledger, the logs (ids and times aside).
+    def clear_numbers(text: str) -> list[str]:
+        text = re.sub(r"\b[0-9a-f]{24}\b|\d{4}-\d\d-\d\d[T ][\d:.+]+|[0-9a-f-]{36}", " ", text)
+        return re.findall(r"\d(?:[ -]?\d){12,}", text)
+
+    texts = {str(p): p.read_text(errors="replace") for p in (tmp_path / "store" / "asr-artefacts").rglob("*")
+             if p.is_file() and p.suffix != ".pcm"}
+    for db, tables in (("index.sqlite", ("segments", "recordings", "findings")), ("ledger.sqlite", ("recording_ledger",))):
+        with sqlite3.connect(tmp_path / db) as conn:
+            texts[db] = "\n".join(" | ".join(map(str, row)) for table in tables
+                                  for row in conn.execute(f"SELECT * FROM {table}"))
+    texts["the DAG's log"] = log
+    assert {name: clear_numbers(text) for name, text in texts.items() if clear_numbers(text)} == {}
 
     # Running the day again indexes nothing twice.
     before = json.loads(run([asr, "status", "--json"], env).stdout)
