@@ -339,6 +339,16 @@ def _run(stream_spec: Any, what: str, loglevel: str = "error", timeout: float | 
     return list(tail)
 
 
+def silence_spans(source: Path, info: AudioInfo, out: Path, spans: list[tuple[float, float]]) -> None:
+    """The recording as FLAC (its own rate and channels, so everything outside the spans is unchanged sample
+    for sample), with every span silenced on every channel: what the page plays instead of the original."""
+    spoken = "+".join(f"between(t,{max(0.0, a):.3f},{b:.3f})" for a, b in spans) or "0"
+    stream = ffmpeg.input(_url(source), f=info.format_name.split(",")[0], protocol_whitelist="file",
+                          format_whitelist=",".join(INPUT_FORMATS))["a:0"].filter("volume", volume=0, enable=spoken)
+    _run(ffmpeg.output(stream, str(out), acodec="flac", f="flac"), "redacting the audio failed",
+         timeout=command_timeout(info.duration))
+
+
 def pcm_duration(path: Path, sample_rate: int) -> float:
     return path.stat().st_size / BYTES_PER_SAMPLE / sample_rate
 

@@ -184,6 +184,7 @@ class PostprocessSettings(_Section):
     # personal data (include/pii/*.yaml: kinds, patterns, masks) masked in every transcript before it is stored
     redact_pii: bool = True
     pii_dir: str = "include/pii"
+    pii_audio_margin_seconds: float = 0.25  # added before and after each masked span in the redacted audio
 
     @field_validator("postprocess_steps")
     @classmethod

@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from asr_tasks import PIPELINE_VERSION, quality
-from asr_tasks.audio import InvalidAudio, decode, pcm_duration, probe, read_pcm
+from asr_tasks.artefacts import gated_key_for, redacted_audio_key, version_prefix
+from asr_tasks.audio import InvalidAudio, decode, pcm_duration, probe, read_pcm, silence_spans
 from asr_tasks.config import AirflowSettings, AudioSettings, Settings, get_settings
 from asr_tasks.engines import AsrEngine, get_engine, model_tag
 from asr_tasks.index import TranscriptIndex
@@ -70,11 +71,6 @@ class StageResult:
 
 def artefact_prefix(rec: Recording) -> str:
     return version_prefix(rec.call_date, rec.recording_id)
-
-
-def version_prefix(call_date: str | None, recording_id: str) -> str:
-    """Where this pipeline version keeps a recording version's artefacts."""
-    return f"v{PIPELINE_VERSION}/{call_date or 'undated'}/{recording_id}"
 
 
 def recording_id_of(prefix: str) -> str:
@@ -351,7 +347,7 @@ def transcript_key(prefix: str, settings: Settings) -> str:
 
 def gated_key(prefix: str, settings: Settings) -> str:
     """The gated transcript: the raw one with the quality gate's outcome; what the index and the audit read."""
-    return f"{prefix}/gated.{model_tag(settings.asr)}.json"
+    return gated_key_for(prefix, model_tag(settings.asr))
 
 
 def transcribe_shard(prefixes: list[str], store: ObjectStore, settings: Settings) -> dict[str, float]:
@@ -416,8 +412,27 @@ def gate_shard(results: list[StageResult], store: ObjectStore, settings: Setting
         batch = todo[start : start + quality.GATE_BATCH]
         raw = [Transcript.from_dict(get_json(store, bucket, transcript_key(p, settings))) for p in batch]
         for prefix, transcript in zip(batch, gate_transcripts(raw, settings)):
+            if transcript.pii:  # before the gated transcript: it is what makes the recording playable
+                render_redacted_audio(transcript, prefix, store, settings)
             put_json(store, bucket, gated_key(prefix, settings), transcript.to_dict())
     return len(todo)
+
+
+def render_redacted_audio(transcript: Transcript, prefix: str, store: ObjectStore, settings: Settings) -> None:
+    """Silence the spans of the transcript's personal data in a FLAC rendition of the recording.
+
+    Segments carry no word times, so each span is the whole segment that held the
+    data (a number split over segments: all of them), padded by the margin.
+    """
+    margin = settings.postprocess.pii_audio_margin_seconds
+    spans = [(float(d["start"]) - margin, float(d["end"]) + margin) for d in transcript.pii]
+    rec = transcript.recording
+    work_root = settings.storage.path("work_dir")
+    work_root.mkdir(parents=True, exist_ok=True)
+    with store.local_copy(rec.bucket, rec.key) as source, tempfile.TemporaryDirectory(dir=work_root) as work:
+        out = Path(work) / "redacted.flac"
+        silence_spans(source, probe(source, settings.audio), out, spans)
+        store.put_file(settings.storage.artefacts_bucket, redacted_audio_key(prefix), out)
 
 
 def gated_transcript(prefix: str, store: ObjectStore, settings: Settings) -> Transcript:

@@ -33,10 +33,11 @@ from markupsafe import Markup
 from starlette.background import BackgroundTask
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from asr_tasks.artefacts import gated_key_for, redacted_audio_key, version_prefix
 from asr_tasks.config import Settings, get_settings
 from asr_tasks.index import CursorError, Filters, IndexBackendError, TranscriptIndex, open_index
 from asr_tasks.index.query import HL_CLOSE, HL_OPEN, clock
-from asr_tasks.storage import ObjectStore, open_store
+from asr_tasks.storage import ObjectStore, get_json, open_store
 from asr_tasks.templates import render
 
 PAGE_SIZE = 20
@@ -138,6 +139,18 @@ def create_app(
 
     speakers = sorted({*settings.audio.channel_speakers.values(), settings.audio.mono_speaker})
 
+    def playable(rec: dict[str, Any], store: ObjectStore) -> tuple[str, str]:
+        """Where the recording's audio is played from: the redacted rendition when personal data was said in it."""
+        redacted = redacted_audio_key(version_prefix(rec.get("call_date"), rec["recording_id"]))
+        if store.exists(settings.storage.artefacts_bucket, redacted):
+            return settings.storage.artefacts_bucket, redacted
+        gated = gated_key_for(version_prefix(rec.get("call_date"), rec["recording_id"]), str(rec.get("model")))
+        if store.exists(settings.storage.artefacts_bucket, gated) and get_json(
+                store, settings.storage.artefacts_bucket, gated).get("pii"):
+            raise HTTPException(status_code=409, detail=f"recording {rec['recording_id']}: its redacted audio is "
+                                                        "not ready; the original is not served")
+        return rec["bucket"], rec["key"]
+
     @app.get("/", response_class=HTMLResponse)
     def page(
         request: Request,
@@ -211,20 +224,21 @@ def create_app(
         if rec.get("state") == "quarantined":
             raise HTTPException(status_code=404, detail=f"recording {recording_id} is quarantined: not served")
         store = get_store()
+        bucket, key = playable(rec, store)
         try:
-            media_type = audio_media_type(store.head(rec["bucket"], rec["key"], 16))
+            media_type = audio_media_type(store.head(bucket, key, 16))
         except FileNotFoundError as exc:
             raise HTTPException(status_code=404, detail=f"recording {recording_id}: its audio is not stored") from exc
         if media_type is None:
             raise HTTPException(status_code=415, detail=f"recording {recording_id}: not an audio file by its content")
         disposition = f'attachment; filename="{recording_id}"'
-        url = store.presigned_url(rec["bucket"], rec["key"], PRESIGN_EXPIRES,
+        url = store.presigned_url(bucket, key, PRESIGN_EXPIRES,
                                   {"Content-Type": media_type, "Content-Disposition": disposition})
         if url and url.startswith(("http://", "https://")):
             return RedirectResponse(url, status_code=307)
         resources = ExitStack()
         try:
-            path = resources.enter_context(store.local_copy(rec["bucket"], rec["key"]))
+            path = resources.enter_context(store.local_copy(bucket, key))
         except FileNotFoundError as exc:
             resources.close()
             raise HTTPException(status_code=404, detail=str(exc)) from exc

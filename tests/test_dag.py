@@ -10,8 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from asr_tasks import PIPELINE_VERSION
 from asr_tasks.config import PROJECT_ROOT
 
 DAY = "2026-11-27"
@@ -37,6 +39,13 @@ def airflow_env(tmp: Path) -> dict[str, str]:
         "HF_HUB_OFFLINE": "1",
     })
     return env
+
+
+def samples(path: Path) -> np.ndarray:
+    """Every sample of a recording's first channel as ffmpeg decodes it, 16-bit at the recording's own rate."""
+    raw = subprocess.run(["ffmpeg", "-v", "error", "-i", str(path), "-af", "pan=mono|c0=c0", "-f", "s16le", "-"],
+                         check=True, capture_output=True).stdout
+    return np.frombuffer(raw, dtype="<i2")
 
 
 def run(args: list[str], env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
@@ -175,6 +184,27 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
                                   for row in conn.execute(f"SELECT * FROM {table}"))
     texts["the DAG's log"] = log
     assert {name: clear_numbers(text) for name, text in texts.items() if clear_numbers(text)} == {}
+
+    # The page plays a rendition of the card call that is silent over the card number and unchanged elsewhere.
+    rid = next(r["recording_id"] for r in status["recordings"] if r["key"].endswith("call_0008.ogg"))
+    prefix = tmp_path / "store" / "asr-artefacts" / f"v{PIPELINE_VERSION}" / DAY / rid
+    spans = [(d["start"] - 0.25, d["end"] + 0.25) for d in json.loads(next(prefix.glob("gated.*.json")).read_text())["pii"]]
+    original, redacted = (samples(path) for path in (tmp_path / "store" / "recordings" / "calls/2026/11/27/call_0008.ogg",
+                                                      prefix / "redacted.flac"))
+    rate = int(json.loads(run(["ffprobe", "-v", "error", "-show_entries", "stream=sample_rate", "-of", "json",
+                               str(prefix / "redacted.flac")], env).stdout)["streams"][0]["sample_rate"])
+    inside, outside = np.zeros(len(original), dtype=bool), np.ones(len(original), dtype=bool)
+    for a, b in spans:
+        lo, hi = int(max(0.0, a) * rate), int(b * rate)
+        inside[lo + 1 : hi - 1] = True
+        outside[max(0, lo - 1) : hi + 1] = False
+    assert spans and len(redacted) == len(original)
+    assert not redacted[inside].any() and original[inside].any(), np.flatnonzero(redacted[inside])[:5]
+    # and the rest as it was: the Opus call decodes to floats, which FLAC keeps as 16-bit, so within one step
+    difference = np.abs(redacted[outside].astype(np.int32) - original[outside].astype(np.int32))
+    assert difference.max() <= 1
+    assert not (prefix.parent / next(r["recording_id"] for r in status["recordings"]
+                                     if r["key"].endswith("call_0005_jfk.flac")) / "redacted.flac").exists()
 
     # Running the day again indexes nothing twice.
     before = json.loads(run([asr, "status", "--json"], env).stdout)

@@ -36,6 +36,7 @@ from asr_tasks.webui import create_app
 
 ARTEFACTS = PROJECT_ROOT / "var" / "test-artefacts"
 JFK_KEY = "calls/2026/11/27/call_0005_jfk.flac"
+JFK_SOURCE = PROJECT_ROOT / "tests" / "data" / "jfk.flac"
 ZH_KEY = "calls/2026/11/27/call_0009.wav"
 JFK_LINES = [
     (0.3, 3.0, "And so, my fellow Americans,"),
@@ -98,6 +99,7 @@ def test_audio_from_minio_is_a_presigned_redirect(settings: Settings, world: tup
     minio = MinioStore(MinioConfig("minio.intranet:9000", "auditor", "s3cret", secure=True, region="us-east-1"),
                        tmp_path / "work")
     monkeypatch.setattr(minio, "head", lambda bucket, key, length: b"fLaC" + bytes(12))  # the route reads 16 bytes
+    monkeypatch.setattr(minio, "exists", lambda bucket, key: False)  # no redacted rendition, no gated transcript
     app = create_app(settings, index=world[0], store=minio)
     answer = TestClient(app).get(f"/audio/{jfk_rec.recording_id}", follow_redirects=False)
     assert answer.status_code == 307
@@ -376,6 +378,7 @@ def test_presigned_audio_uses_the_public_endpoint_and_fixes_type_and_disposition
                              minio_public_url="https://media.bank.example")
     minio = MinioStore(MinioConfig.from_settings(conf.storage), tmp_path / "work")
     monkeypatch.setattr(minio, "head", lambda bucket, key, length: b"fLaC\0\0\0\x22" + bytes(8))  # no server here
+    monkeypatch.setattr(minio, "exists", lambda bucket, key: False)
     answer = TestClient(create_app(conf, index=world[0], store=minio)).get(f"/audio/{jfk_rec.recording_id}",
                                                                            follow_redirects=False)
     location = answer.headers["location"]
@@ -399,3 +402,24 @@ def test_asr_ui_answers_its_own_host_names_only(settings: Settings, world: tuple
     client = TestClient(create_app(settings, allowed_hosts=["127.0.0.1", "localhost"]))
     assert client.get("/", headers={"Host": "127.0.0.1:8091"}).status_code == 200
     assert client.get("/", headers={"Host": "attacker.example"}).status_code == 400  # DNS rebinding
+
+
+def test_a_call_with_personal_data_is_played_from_its_redacted_rendition(
+        settings: Settings, world: tuple[SqliteIndex, LocalStore], jfk_rec: Recording, tmp_path: Path) -> None:
+    from asr_tasks.artefacts import gated_key_for, redacted_audio_key, version_prefix
+
+    index, store = world
+    prefix = version_prefix(jfk_rec.call_date, jfk_rec.recording_id)
+    bucket = settings.storage.artefacts_bucket
+    store.put_bytes(bucket, gated_key_for(prefix, "m"), json.dumps(
+        {"pii": [{"kind": "card", "start": 3.3, "end": 7.7}]}).encode())
+    client = TestClient(create_app(settings))
+    held = client.get(f"/audio/{jfk_rec.recording_id}")
+    assert held.status_code == 409 and "redacted audio is not ready" in held.json()["detail"]
+    rendition = tmp_path / "redacted.flac"
+    subprocess.run(["ffmpeg", "-v", "error", "-i", str(JFK_SOURCE), "-af", "volume=0:enable='between(t,3,8)'",
+                    str(rendition)], check=True)
+    store.put_file(bucket, redacted_audio_key(prefix), rendition)
+    served = client.get(f"/audio/{jfk_rec.recording_id}")
+    assert served.status_code == 200 and served.content == rendition.read_bytes()
+    assert served.headers["content-type"] == "audio/flac"
