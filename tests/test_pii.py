@@ -24,6 +24,9 @@ def masked(text: str, language: str = "en") -> str:
     # cards: Luhn-valid always, with spaces or dashes; a failing check only in card context
     ("the number is 4111 1111 1111 1111 thanks", "en", "the number is [CARD ****1111] thanks"),
     ("4111-1111-1111-1111", "en", "[CARD ****1111]"),
+    ("the card number is 4, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, thank you", "en",
+     "the card number is [CARD ****1111], thank you"),  # as the model writes digits read out one by one
+    ("and the security code is 4, 5, 3.", "en", "and the security code is [CARD-SECURITY]."),
     ("my card number is 4111111111111111111", "en", "my card number is [CARD ****1111]"),  # 19 digits, a digit repeated
     ("您的卡号是4111 1111 1111 1112，对吗？", "zh", "您的卡号是[CARD ****1112]，对吗？"),
     ("card 5500005555555559 expires 12/27, the CVV is 123", "en",
