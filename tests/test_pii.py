@@ -82,3 +82,15 @@ def test_a_bank_adds_its_own_kind_and_a_broken_file_names_itself(tmp_path: Path)
     (tmp_path / "c.yaml").write_text("kinds:\n  broken:\n    pattern: '(unclosed'\n    mask: '[X]'\n")
     with pytest.raises(PiiError, match=r"(?s)c\.yaml.*not a regular expression"):
         load_policy(tmp_path)
+
+
+@pytest.mark.parametrize(("said", "language", "expected"), [
+    ("您的卡号是四一一一一一一一一一一一一一一一", "zh", "您的卡号是[CARD ****1111]"),
+    ("手机幺三八一二三四五六七八", "zh", "手机[PHONE]"),
+    ("my card number is four one one one one one one one one one one one one one one one", "en",
+     "my card number is [CARD ****1111]"),
+])
+def test_number_words_count_once_itn_made_them_digits(said: str, language: str, expected: str) -> None:
+    from asr_tasks.postprocess import itn_en, itn_zh
+
+    assert masked({"zh": itn_zh, "en": itn_en}[language](said), language) == expected
