@@ -49,7 +49,7 @@ from asr_tasks.models import (
     Segment,
     Transcript,
 )
-from asr_tasks.pii import load_policy, redact_transcript
+from asr_tasks.pii import Policy, load_policy, redact_transcript
 from asr_tasks.postprocess import hotword_terms, hotwords, postprocess_segments, stitch
 from asr_tasks.storage import ObjectStore, get_json, list_recordings, put_json
 from asr_tasks.vad import cut_chunks, frame_levels, get_vad, speech_regions
@@ -497,17 +497,41 @@ def gated_transcripts_for_date(call_date: str, store: ObjectStore, settings: Set
 
 
 def reindex_day(call_date: str, store: ObjectStore, index: TranscriptIndex, settings: Settings) -> dict[str, int]:
-    """Rebuild a day's index documents from gated transcripts and quarantine records; loads no model."""
+    """Rebuild a day's index documents from gated transcripts and quarantine records; loads no model.
+
+    A transcript masked by another PII policy than the configured one (or by none, when
+    redaction was off) is masked again first: its raw and gated artefacts are rewritten
+    and its redacted audio rendered, so a changed pattern reaches what is stored.
+    """
     counts: Counter[str] = Counter()
+    policy = load_policy(settings.postprocess.path("pii_dir")) if settings.postprocess.redact_pii else None
     for row in final_rows(call_date, settings):
         prefix = version_prefix(call_date, row["recording_id"])
         if row["state"] == QUARANTINED:
             index.record_quarantine(Quarantine.from_dict(
                 get_json(store, settings.storage.artefacts_bucket, f"{prefix}/quarantine.json")))
         else:
-            index.replace_recording(gated_transcript(prefix, store, settings))
+            transcript = gated_transcript(prefix, store, settings)
+            if policy is not None and transcript.pii_policy != policy.identity:
+                transcript = remask(prefix, transcript, policy, store, settings)
+                counts["masked again"] += 1
+            index.replace_recording(transcript)
         counts[row["state"]] += 1
     return dict(counts)
+
+
+def remask(prefix: str, gated: Transcript, policy: Policy, store: ObjectStore, settings: Settings) -> Transcript:
+    """The gated and raw transcripts of a recording masked by ``policy``, stored, with their redacted audio."""
+    bucket = settings.storage.artefacts_bucket
+    raw_key = transcript_key(prefix, settings)
+    if store.exists(bucket, raw_key):
+        put_json(store, bucket, raw_key, redact_transcript(Transcript.from_dict(get_json(store, bucket, raw_key)),
+                                                           policy).to_dict())
+    masked = redact_transcript(gated, policy)
+    if masked.pii:
+        render_redacted_audio(masked, prefix, store, settings)
+    put_json(store, bucket, gated_key(prefix, settings), masked.to_dict())
+    return masked
 
 
 def to_xcom(results: list[StageResult]) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -172,3 +173,35 @@ def test_a_late_upload_for_yesterday_is_taken_by_todays_run_once(settings: Setti
     store.put_file(bucket, "calls/2026/11/25/never_run.flac", jfk)  # a day whose own run has not happened
     assert [r.key for r in sense(store, settings, DAY - timedelta(days=1))] == [yesterday + "early.flac",
                                                                               yesterday + "late.flac"]
+
+
+def test_turning_redaction_on_masks_what_is_stored_without_the_model(
+    settings: Settings, model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asr_tasks import pipeline
+    from asr_tasks.artefacts import redacted_audio_key
+    from asr_tasks.pipeline import gated_key, reindex_day, transcript_key
+
+    raw = tmp_path / "card.wav"
+    subprocess.run(["espeak-ng", "-v", "en-us", "-s", "140", "-w", str(raw), "Thank you. My card number is four one "
+                    "one one, one one one one, one one one one, one one one one. Goodbye."], check=True)
+    store = LocalStore(settings.storage.path("store_root"))
+    store.put_file(settings.storage.recordings_bucket, PREFIX + "card.wav", raw)
+    clear = settings.override(redact_pii=False)  # a day processed before redaction was turned on
+    results = [preprocess(r, store, clear) for r in sense(store, clear, DAY)]
+    transcribe_shard(preprocessed_prefixes(results), store, clear)
+    gate_shard(results, store, clear)
+    index = SqliteIndex(settings.index.path("index_path"))
+    index_results(results, store, index, clear)
+    bucket, prefix = settings.storage.artefacts_bucket, results[0].artefact_prefix
+    card = re.compile(r"\d(?:(?:, ?|[ .-])?\d){12,}")
+    assert card.search(store.get_bytes(bucket, gated_key(prefix, settings)).decode())  # stored in clear
+
+    monkeypatch.setattr(pipeline, "load_engine", lambda s: pytest.fail("reindex loaded the model"))
+    assert reindex_day(DAY.isoformat(), store, index, settings)["masked again"] == 1
+    for key in (gated_key(prefix, settings), transcript_key(prefix, settings)):
+        text = store.get_bytes(bucket, key).decode()
+        assert not card.search(text) and "[CARD ****" in text, key
+    assert "[CARD ****" in " ".join(s.text for s in index.segments(results[0].recording_id))
+    assert store.exists(bucket, redacted_audio_key(prefix))
+    assert reindex_day(DAY.isoformat(), store, index, settings).get("masked again") is None  # once is enough
