@@ -25,7 +25,7 @@ import yaml
 from asr_tasks.text import CJK_CHAR, spreadsheet_safe
 from asr_tasks.config import Settings
 from asr_tasks.models import Transcript, _Serialisable
-from asr_tasks.pii import Policy, load_policy, redact_transcript
+from asr_tasks.pii import Policy, load_policy, luhn, redact_transcript
 
 SEVERITIES = ("low", "medium", "high", "critical")
 KINDS = {
@@ -121,14 +121,6 @@ def _contains(haystack: str, phrase: str) -> bool:
     if CJK_CHAR.search(phrase):
         return phrase in haystack
     return re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", haystack) is not None
-
-
-def _luhn_ok(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = int(ch) * (2 if i % 2 else 1)
-        total += d - 9 if d > 9 else d
-    return total % 10 == 0
 
 
 def load_rules(folder: Path) -> list[Rule]:
@@ -246,7 +238,7 @@ def evaluate(rule: Rule, transcript: Transcript) -> list[Finding]:
         for seg in own:
             for match in rule.pattern.finditer(seg.text):
                 digits = re.sub(r"\D", "", match.group(0))
-                if rule.luhn and not _luhn_ok(digits):
+                if rule.luhn and not luhn(digits):
                     continue
                 out.append(_finding(rule, transcript, seg.speaker, seg.start, seg.end, match.group(0)))
     elif rule.kind == "personal_data":
