@@ -18,3 +18,8 @@ def gated_key_for(prefix: str, model: str) -> str:
 def redacted_audio_key(prefix: str) -> str:
     """The recording as the page plays it when personal data was said in it: silent over every masked span."""
     return f"{prefix}/redacted.flac"
+
+
+def unredacted_key_for(prefix: str, model: str) -> str:
+    """The transcript before masking, kept only when ``keep_unredacted`` is on: never indexed, never on the page."""
+    return f"{prefix}/unredacted.{model}.json"

@@ -341,10 +341,16 @@ def _run(stream_spec: Any, what: str, loglevel: str = "error", timeout: float | 
 
 def silence_spans(source: Path, info: AudioInfo, out: Path, spans: list[tuple[float, float]]) -> None:
     """The recording as FLAC (its own rate and channels, so everything outside the spans is unchanged sample
-    for sample), with every span silenced on every channel: what the page plays instead of the original."""
-    spoken = "+".join(f"between(t,{max(0.0, a):.3f},{b:.3f})" for a, b in spans) or "0"
+    for sample), with every span silenced on every channel: what the page plays instead of the original.
+
+    The silence is decided sample by sample (``aeval``): a filter switched on by
+    time acts on whole frames (20 ms of Opus, 1024 samples of AAC), and would let
+    the first words of a span through.
+    """
+    inside = "+".join(f"between(t,{max(0.0, a):.3f},{b:.3f})" for a, b in spans) or "0"
+    exprs = "|".join(f"val({c})*not({inside})" for c in range(info.channels))
     stream = ffmpeg.input(_url(source), f=info.format_name.split(",")[0], protocol_whitelist="file",
-                          format_whitelist=",".join(INPUT_FORMATS))["a:0"].filter("volume", volume=0, enable=spoken)
+                          format_whitelist=",".join(INPUT_FORMATS))["a:0"].filter("aeval", exprs=exprs, c="same")
     _run(ffmpeg.output(stream, str(out), acodec="flac", f="flac"), "redacting the audio failed",
          timeout=command_timeout(info.duration))
 

@@ -151,6 +151,8 @@ class AsrSettings(_Section):
     engine: EngineName = "ctranslate2"
     model_dir: str = "var/models/whisper-base"
     model_family: ModelFamily = "whisper"
+    # Qwen3-ForcedAligner weights (local folder) that give Qwen3-ASR's words their times; "": no word times
+    aligner_dir: str = ""
     device: Device = "cpu"
     compute_type: ComputeType = "int8"
     cpu_threads: int = 0
@@ -184,6 +186,8 @@ class PostprocessSettings(_Section):
     # personal data (include/pii/*.yaml: kinds, patterns, masks) masked in every transcript before it is stored
     redact_pii: bool = True
     pii_dir: str = "include/pii"
+    # also store each transcript as it was before masking (never indexed, read through a privileged path only)
+    keep_unredacted: bool = False
     pii_audio_margin_seconds: float = 0.25  # added before and after each masked span in the redacted audio
 
     @field_validator("postprocess_steps")

@@ -65,7 +65,8 @@ CALLS = [
         sidecar={"agent_id": "AG-1001", "customer_id": "CU-5503", "direction": "outbound"},
         turns=[("agent", "Hello, this is a courtesy call about your credit card payment, which is now overdue.")],
     ),
-    # Planted QA violations: no recording disclosure, a promise of risk-free returns, a card number read out.
+    # Planted QA violations: no recording disclosure, a promise of risk-free returns, a card number read out;
+    # and personal data to mask: the card, a mobile phone and a bank account number.
     Call(
         "call_0008", "ogg", stereo=True, codec_args=("-c:a", "libopus", "-b:a", "32k"),
         sidecar={"agent_id": "AG-1005", "customer_id": "CU-5508", "direction": "outbound"},
@@ -75,7 +76,10 @@ CALLS = [
             ("agent", "Our new fund is completely risk free, and you will earn money every single month."),
             ("customer", "How do I sign up?"),
             ("agent", "Let me read back your card number. Four one one one, one one one one, one one one one, one one one one."),
-            ("customer", "That is correct. Thank you."),
+            ("customer", "That is correct. You can call me back on one three eight, one two three four, five six seven eight."),
+            ("agent", "And the refund goes to your account, the account number is six two two two, zero two one two, "
+                      "three four five six, seven eight nine zero."),
+            ("customer", "Thank you."),
         ],
     ),
     # AAC in an MP4 container, uploaded with a .wav name: the extension is never trusted.

@@ -101,8 +101,21 @@ class Preprocessed(_Serialisable):
 
 
 @dataclass
+class SpokenWord(_Serialisable):
+    """One word as the model heard it, on the recording's clock; ``text`` keeps its leading space, as Whisper's do."""
+
+    text: str
+    start: float
+    end: float
+
+
+@dataclass
 class Segment(_Serialisable):
-    """Timed text of one speaker, times absolute in the recording (seconds, ms precision)."""
+    """Timed text of one speaker, times absolute in the recording (seconds, ms precision).
+
+    ``words`` are the model's words with their times, where the engine gives them
+    (empty where it does not); they hold the model's spelling, before post-processing.
+    """
 
     recording_id: str
     channel: int
@@ -114,6 +127,13 @@ class Segment(_Serialisable):
     no_speech_prob: float = 0.0
     language: str | None = None
     text_raw: str | None = None  # the model's words before post-processing; ``text`` is what is searched
+    words: list[SpokenWord] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Segment":
+        names = {f.name for f in dataclasses.fields(cls)} - {"words"}
+        words = [SpokenWord.from_dict(w) for w in data.get("words") or []]
+        return cls(**{k: v for k, v in data.items() if k in names}, words=words)
 
 
 @dataclass

@@ -7,8 +7,10 @@ split over two segments, or wrote with spaces or dashes, is still one number; a
 card keeps its last four digits (``[CARD ****1111]``), the rest become their kind's
 label. What was found is kept as a detection (kind, speaker, seconds, the masked
 value only), so the QA audit can still report that a card number was read out.
-A segment that held personal data keeps no raw model words (``text_raw``): they
-would hold the same data unmasked.
+A segment that held personal data keeps no raw model text (``text_raw``), and the
+words that said the value become one word holding the mask: both would hold the
+data unmasked. The words' times give the detection its seconds, so the redacted
+audio silences the value, not the whole segment, where the engine gave word times.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import dataclasses
 import hashlib
 import re
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -24,9 +27,12 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from asr_tasks.models import Segment, Transcript
+from asr_tasks.models import Segment, SpokenWord, Transcript
+from asr_tasks.text import CJK_CHAR
 
 JOIN_GAP_SECONDS = 3.0  # segments of one speaker this close together are read as one text
+ANCHOR_CHARS = 3  # shortest run of characters shared by the text and the model's words that aligns them
+ANCHOR_CJK_CHARS = 2  # the same for a run of Chinese characters, each of which is a word
 CHECKS = ("luhn", "prc_id")
 
 
@@ -169,7 +175,12 @@ def find(text: str, policy: Policy, language: str | None = None) -> list[tuple[i
 
 
 def redact(transcript: Transcript, policy: Policy) -> tuple[Transcript, list[Detection]]:
-    """The transcript with every value masked in ``text`` (and no raw words where a value was), and what was found."""
+    """The transcript with every value masked in ``text`` and in the words, and what was found.
+
+    A detection's seconds are those of the words that said it, where the segment
+    has word times, else the whole segment's. A segment that held a value keeps no
+    ``text_raw``; its words that said the value become one word holding the mask.
+    """
     segments = list(transcript.segments)
     detections: list[Detection] = []
     for run in _runs(segments):
@@ -180,19 +191,74 @@ def redact(transcript: Transcript, policy: Policy) -> tuple[Transcript, list[Det
             spans.append((n, len(joined), len(joined) + len(segments[n].text)))
             joined += segments[n].text
         edits: dict[int, list[tuple[int, int, str]]] = {}
+        word_edits: dict[int, list[tuple[int, int, str]]] = {}
         for start, end, kind, mask in find(joined, policy, segments[run[0]].language or transcript.language):
             touched = [(n, max(start, a) - a, min(end, b) - a) for n, a, b in spans if start < b and a < end]
+            times = []
             for i, (n, lo, hi) in enumerate(touched):
+                seg = segments[n]
                 edits.setdefault(n, []).append((lo, hi, mask if i == 0 else ""))
-            first, last = segments[touched[0][0]], segments[touched[-1][0]]
-            detections.append(Detection(kind, first.channel, first.speaker, first.start, last.end, mask))
+                said = _word_range(seg.text, seg.words, lo, hi)
+                word_edits.setdefault(n, []).append((*(said or (0, len(seg.words) - 1)), mask if i == 0 else ""))
+                times += [seg.words[said[0]].start, seg.words[said[1]].end] if said else [seg.start, seg.end]
+            first = segments[touched[0][0]]
+            detections.append(Detection(kind, first.channel, first.speaker, min(times), max(times), mask))
         for n, changes in edits.items():
             text = segments[n].text
             for lo, hi, replacement in sorted(changes, reverse=True):
                 text = text[:lo] + replacement + text[hi:]
-            segments[n] = dataclasses.replace(segments[n], text=re.sub(r"\s{2,}", " ", text).strip(), text_raw=None)
+            segments[n] = dataclasses.replace(segments[n], text=re.sub(r"\s{2,}", " ", text).strip(), text_raw=None,
+                                              words=_mask_words(segments[n].words, word_edits[n]))
     kept = [s for s in segments if s.text]
     return dataclasses.replace(transcript, segments=kept), detections
+
+
+def _fold(text: str) -> str:
+    """Lower case, one character for one (so offsets into the result are offsets into ``text``)."""
+    return "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
+
+
+def _word_range(text: str, words: list[SpokenWord], lo: int, hi: int) -> tuple[int, int] | None:
+    """The first and last of ``words`` that said ``text[lo:hi]``, or None where the segment has no word times.
+
+    ``text`` is post-processed (ITN made "four one one one" into "4111"), the words
+    are the model's: the two are aligned on the runs of at least ``ANCHOR_CHARS``
+    characters they share, and a span that falls between two such runs takes
+    every word between them, so an uncertain alignment masks more, never less.
+    """
+    if not words:
+        return None
+    spoken, bounds = "", []
+    for word in words:
+        bounds.append((len(spoken), len(spoken) + len(word.text)))
+        spoken += word.text
+    matcher = SequenceMatcher(None, _fold(text), _fold(spoken), autojunk=False)
+    anchors = [b for b in matcher.get_matching_blocks() if b.size >= ANCHOR_CHARS or (
+        b.size >= ANCHOR_CJK_CHARS and all(CJK_CHAR.match(ch) for ch in text[b.a : b.a + b.size]))]
+    start = next((b.b + lo - b.a for b in anchors if b.a <= lo < b.a + b.size),
+                 max((b.b + b.size for b in anchors if b.a + b.size <= lo), default=0))
+    end = next((b.b + hi - b.a for b in anchors if b.a < hi <= b.a + b.size),
+               min((b.b for b in anchors if b.a >= hi), default=len(spoken)))
+    said = [k for k, (a, b) in enumerate(bounds) if a < end and start < b and words[k].text.strip()]
+    return (said[0], said[-1]) if said else (0, len(words) - 1)
+
+
+def _mask_words(words: list[SpokenWord], edits: list[tuple[int, int, str]]) -> list[SpokenWord]:
+    """``words`` with each edited range (overlapping ranges merged) replaced by one word holding its mask."""
+    merged: list[tuple[int, int, str]] = []
+    for first, last, mask in sorted(edits):
+        if merged and first <= merged[-1][1] + 1:
+            a, b, previous = merged[-1]
+            merged[-1] = (a, max(b, last), " ".join(m for m in (previous, mask) if m))
+        else:
+            merged.append((first, last, mask))
+    out = list(words)
+    for first, last, mask in reversed(merged):
+        if first > last:
+            continue
+        replacement = [SpokenWord(f" {mask}", out[first].start, out[last].end)] if mask else []
+        out[first : last + 1] = replacement
+    return out
 
 
 def redact_transcript(transcript: Transcript, policy: Policy) -> Transcript:

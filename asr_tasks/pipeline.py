@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from asr_tasks import PIPELINE_VERSION, quality
-from asr_tasks.artefacts import gated_key_for, redacted_audio_key, version_prefix
+from asr_tasks.artefacts import gated_key_for, redacted_audio_key, unredacted_key_for, version_prefix
 from asr_tasks.audio import InvalidAudio, decode, pcm_duration, probe, read_pcm, silence_spans
 from asr_tasks.config import AirflowSettings, AudioSettings, Settings, get_settings
 from asr_tasks.engines import AsrEngine, get_engine, model_tag
@@ -297,12 +297,18 @@ def transcribe_group(engine: AsrEngine, items: list[tuple[AudioChunk, np.ndarray
 def build_transcript(
     pre: Preprocessed, segments: list[Segment], model: str, settings: Settings | None = None, gate: bool = True
 ) -> Transcript:
-    """Stitch, post-process and pass the quality gate.
+    """Stitch, post-process, mask personal data and pass the quality gate.
 
     ``gate=False`` leaves the gate to ``gate_shard``, which validates a whole shard in
     one run instead of paying Great Expectations' start-up cost per recording.
     """
     settings = settings or get_settings()
+    transcript = mask_transcript(assemble_transcript(pre, segments, model, settings), settings)
+    return gate_transcripts([transcript], settings)[0] if gate else transcript
+
+
+def assemble_transcript(pre: Preprocessed, segments: list[Segment], model: str, settings: Settings) -> Transcript:
+    """The engine's segments stitched on the recording's clock and post-processed: the transcript before masking."""
     stitched = stitch(segments)
     languages = Counter(s.language for s in stitched if s.language)
     language = languages.most_common(1)[0][0] if languages else None
@@ -312,7 +318,7 @@ def build_transcript(
         state, reason = NEEDS_REVIEW, "no speech detected"
     elif not processed:
         state, reason = NEEDS_REVIEW, "speech detected but no text transcribed"
-    transcript = Transcript(
+    return Transcript(
         recording=pre.recording,
         duration=pre.duration,
         segments=processed,
@@ -324,9 +330,13 @@ def build_transcript(
         reason=reason,
         postprocess=steps,
     )
-    if settings.postprocess.redact_pii:  # before anything is stored: the raw transcript holds no personal data
-        transcript = redact_transcript(transcript, load_policy(settings.postprocess.path("pii_dir")))
-    return gate_transcripts([transcript], settings)[0] if gate else transcript
+
+
+def mask_transcript(transcript: Transcript, settings: Settings) -> Transcript:
+    """The transcript with its personal data masked by the configured policy (as it is when redaction is off)."""
+    if not settings.postprocess.redact_pii:
+        return transcript
+    return redact_transcript(transcript, load_policy(settings.postprocess.path("pii_dir")))
 
 
 def gate_transcripts(transcripts: list[Transcript], settings: Settings) -> list[Transcript]:
@@ -343,6 +353,11 @@ def load_engine(settings: Settings) -> AsrEngine:
 def transcript_key(prefix: str, settings: Settings) -> str:
     """The raw transcript: the engine's text, stitched and post-processed, not yet gated."""
     return f"{prefix}/transcript.{model_tag(settings.asr)}.json"
+
+
+def unredacted_key(prefix: str, settings: Settings) -> str:
+    """The transcript before masking (``keep_unredacted``): the source a changed PII policy masks anew."""
+    return unredacted_key_for(prefix, model_tag(settings.asr))
 
 
 def gated_key(prefix: str, settings: Settings) -> str:
@@ -384,8 +399,12 @@ def transcribe_shard(prefixes: list[str], store: ObjectStore, settings: Settings
             elapsed = time.monotonic() - started
             speech = sum(pre.speech_seconds for pre in group)
             for pre, segments in zip(group, per_recording):
-                transcript = build_transcript(pre, segments, engine.model_name, settings, gate=False)
-                put_json(store, bucket, transcript_key(artefact_prefix(pre.recording), settings), transcript.to_dict())
+                prefix = artefact_prefix(pre.recording)
+                unmasked = assemble_transcript(pre, segments, engine.model_name, settings)
+                if settings.postprocess.redact_pii and settings.postprocess.keep_unredacted:
+                    put_json(store, bucket, unredacted_key(prefix, settings), unmasked.to_dict())
+                transcript = mask_transcript(unmasked, settings)  # before it is stored: no personal data in clear
+                put_json(store, bucket, transcript_key(prefix, settings), transcript.to_dict())
                 share = pre.speech_seconds / speech if speech else 1 / len(group)  # the group's time, by speech
                 ledger.advance(pre.recording.recording_id, TRANSCRIBED, stage="transcribe", seconds=elapsed * share)
                 done["recordings"] += 1
@@ -421,8 +440,8 @@ def gate_shard(results: list[StageResult], store: ObjectStore, settings: Setting
 def render_redacted_audio(transcript: Transcript, prefix: str, store: ObjectStore, settings: Settings) -> None:
     """Silence the spans of the transcript's personal data in a FLAC rendition of the recording.
 
-    Segments carry no word times, so each span is the whole segment that held the
-    data (a number split over segments: all of them), padded by the margin.
+    Each span is the words that said the value (the whole segment that held it
+    where the engine gave no word times), padded by the margin.
     """
     margin = settings.postprocess.pii_audio_margin_seconds
     spans = [(float(d["start"]) - margin, float(d["end"]) + margin) for d in transcript.pii]
@@ -521,13 +540,24 @@ def reindex_day(call_date: str, store: ObjectStore, index: TranscriptIndex, sett
 
 
 def remask(prefix: str, gated: Transcript, policy: Policy, store: ObjectStore, settings: Settings) -> Transcript:
-    """The gated and raw transcripts of a recording masked by ``policy``, stored, with their redacted audio."""
+    """The gated and raw transcripts of a recording masked by ``policy``, stored, with their redacted audio.
+
+    Where the transcript before masking was kept (``keep_unredacted``), both are masked
+    anew from it, so a changed policy can also mask less; otherwise the stored masked
+    text is masked further, and what an earlier policy masked stays masked.
+    """
     bucket = settings.storage.artefacts_bucket
-    raw_key = transcript_key(prefix, settings)
-    if store.exists(bucket, raw_key):
-        put_json(store, bucket, raw_key, redact_transcript(Transcript.from_dict(get_json(store, bucket, raw_key)),
-                                                           policy).to_dict())
-    masked = redact_transcript(gated, policy)
+    raw_key, source_key = transcript_key(prefix, settings), unredacted_key(prefix, settings)
+    if store.exists(bucket, source_key):
+        raw = redact_transcript(Transcript.from_dict(get_json(store, bucket, source_key)), policy)
+        put_json(store, bucket, raw_key, raw.to_dict())
+        masked = replace(raw, state=gated.state, reason=gated.reason, quality=gated.quality,
+                         quality_failures=gated.quality_failures)
+    else:
+        if store.exists(bucket, raw_key):
+            put_json(store, bucket, raw_key, redact_transcript(Transcript.from_dict(get_json(store, bucket, raw_key)),
+                                                               policy).to_dict())
+        masked = redact_transcript(gated, policy)
     if masked.pii:
         render_redacted_audio(masked, prefix, store, settings)
     put_json(store, bucket, gated_key(prefix, settings), masked.to_dict())

@@ -36,7 +36,7 @@ def stitch(segments: list[Segment]) -> list[Segment]:
     both. When a segment overlaps in time the previous one of its channel, its leading
     words that repeat that segment's trailing words are dropped (compared without case
     and punctuation; Chinese character by character), and it then starts where the
-    previous one ends.
+    previous one ends (its words said before that go with them).
     """
     ordered = sorted(segments, key=lambda s: (s.start, s.channel, s.end))
     result: list[Segment] = []
@@ -51,7 +51,8 @@ def stitch(segments: list[Segment]) -> list[Segment]:
                 text, start = kept, min(max(seg.start, prev.end), seg.end)
         if not text:
             continue
-        stitched = dataclasses.replace(seg, text=text, start=start)
+        words = seg.words if start == seg.start else [w for w in seg.words if (w.start + w.end) / 2 >= start]
+        stitched = dataclasses.replace(seg, text=text, start=start, words=words)
         result.append(stitched)
         last_by_channel[seg.channel] = stitched
     return sorted(result, key=lambda s: (s.start, s.channel, s.end))  # a trimmed segment starts later

@@ -8,7 +8,8 @@ goes through the pipeline's preprocessing, engine, post-processing (ITN) and
 masking; a call counts a true positive for each kind it holds that was found,
 a false negative for each that was not, and a false positive for each kind found
 that it does not hold. Then the redacted rendition of every call with a finding
-is rendered: its cost, and the masking's, per hour of audio.
+is rendered: its cost, and the masking's, per hour of audio, and how much audio the
+words' times silence against the whole segments that held the data.
 
     .venv/bin/python bench/pii.py [--json] [--calls 8]
 """
@@ -102,6 +103,12 @@ def main() -> None:
                               [(d.start - margin, d.end + margin) for d in detections])
         render_seconds = time.perf_counter() - started
     audio_hours = sum(t.duration for t in transcripts) / 3600
+    margin = settings.postprocess.pii_audio_margin_seconds
+    silenced = sum(d.end - d.start + 2 * margin for ds in found for d in ds)
+    whole_segments = sum(max(s.end for s in hit) - min(s.start for s in hit) + 2 * margin
+                         for t, ds in zip(transcripts, found) for d in ds
+                         if (hit := [s for s in t.segments if s.channel == d.channel and s.start < d.end
+                                     and d.start < s.end]))
     misses = []
     for (text, kinds), detections, t in zip(said, found, transcripts):
         got = {d.kind for d in detections}
@@ -118,6 +125,8 @@ def main() -> None:
                   for kind, c in sorted(counts.items())},
         "masking_s_per_audio_hour": round(mask_seconds / audio_hours, 2),
         "redacted_audio_s_per_audio_hour": round(render_seconds / audio_hours, 1),
+        # audio silenced from the words' times, and what silencing the whole segments that held the data would take
+        "silenced_s_word_times": round(silenced, 1), "silenced_s_whole_segments": round(whole_segments, 1),
         "misses": misses,
     }
     print_report(report, args.json)

@@ -50,22 +50,24 @@ WHISPER_SHAPES: dict[str, dict[str, Any]] = {
 }
 
 
-def build_qwen3_asr(folder: Path, shape: str = "tiny") -> Path:
-    """A randomly initialised Qwen3-ASR with a byte-level tokenizer (padded to the shape's vocabulary)."""
-    import torch
+ALIGNER_TEMPLATE = (  # the forced aligner's prompt: the audio, then every word followed by its two time slots
+    "{%- for message in messages -%}{%- for part in message.content -%}"
+    "{%- if part.type == 'audio' -%}<|audio_start|><|audio_pad|><|audio_end|>"
+    "{%- elif part.type == 'text' -%}{{ part.text }}<timestamp><timestamp>{%- endif -%}"
+    "{%- endfor -%}{%- endfor -%}"
+)
+ALIGNER_CLASSES = 400  # 80 ms time slots: 32 s, enough for the longest chunk (the real aligner has 5,000)
+
+
+def _qwen_tokenizer(shape: str, extra: tuple[str, ...] = ()) -> Any:
+    """A byte-level tokenizer with Qwen3-ASR's special tokens (and ``extra`` ones), padded to the shape's vocabulary."""
     from tokenizers.pre_tokenizers import ByteLevel
-    from transformers import (
-        Qwen2Tokenizer,
-        Qwen3ASRConfig,
-        Qwen3ASRFeatureExtractor,
-        Qwen3ASRForConditionalGeneration,
-        Qwen3ASRProcessor,
-    )
+    from transformers import Qwen2Tokenizer
 
     dims = QWEN3_ASR_SHAPES[shape]
     vocab = {ch: i for i, ch in enumerate(sorted(ByteLevel.alphabet()))}
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|audio_start|>", "<|audio_end|>", "<|audio_pad|>",
-                "<asr_text>"]
+                *extra, "<asr_text>"]
     if dims["vocab_size"]:  # plain tokens up to the real vocabulary size, so the output layer has its real cost
         vocab.update({f"t{n}": n for n in range(len(vocab), dims["vocab_size"] - len(specials))})
     tokenizer = Qwen2Tokenizer(
@@ -75,19 +77,48 @@ def build_qwen3_asr(folder: Path, shape: str = "tiny") -> Path:
     )
     tokenizer.add_special_tokens({"additional_special_tokens": specials[:-1]})
     tokenizer.add_tokens([specials[-1]])
-    Qwen3ASRProcessor(feature_extractor=Qwen3ASRFeatureExtractor(), tokenizer=tokenizer,
-                      chat_template=QWEN_TEMPLATE).save_pretrained(folder)
+    return tokenizer
+
+
+def _qwen_config(shape: str, tokenizer: Any, **extra: Any) -> Any:
+    from transformers import Qwen3ASRConfig
+
+    dims = QWEN3_ASR_SHAPES[shape]
     ids = tokenizer.convert_tokens_to_ids
-    config = Qwen3ASRConfig(
+    return Qwen3ASRConfig(
         audio_config=dims["audio"],
         text_config={**dims["text"], "vocab_size": len(tokenizer), "max_position_embeddings": 4096,
                      "tie_word_embeddings": True},
         audio_token_id=ids("<|audio_pad|>"), pad_token_id=ids("<|endoftext|>"),
-        eos_token_id=[ids("<|endoftext|>"), ids("<|im_end|>")], timestamp_token_id=0,
-        initializer_range=dims["initializer_range"],
+        eos_token_id=[ids("<|endoftext|>"), ids("<|im_end|>")], initializer_range=dims["initializer_range"], **extra,
     )
+
+
+def build_qwen3_asr(folder: Path, shape: str = "tiny") -> Path:
+    """A randomly initialised Qwen3-ASR with a byte-level tokenizer (padded to the shape's vocabulary)."""
+    import torch
+    from transformers import Qwen3ASRFeatureExtractor, Qwen3ASRForConditionalGeneration, Qwen3ASRProcessor
+
+    tokenizer = _qwen_tokenizer(shape)
+    Qwen3ASRProcessor(feature_extractor=Qwen3ASRFeatureExtractor(), tokenizer=tokenizer,
+                      chat_template=QWEN_TEMPLATE).save_pretrained(folder)
     torch.manual_seed(0)
-    Qwen3ASRForConditionalGeneration(config).save_pretrained(folder)
+    Qwen3ASRForConditionalGeneration(_qwen_config(shape, tokenizer, timestamp_token_id=0)).save_pretrained(folder)
+    return folder
+
+
+def build_qwen3_aligner(folder: Path, shape: str = "tiny") -> Path:
+    """A randomly initialised Qwen3-ForcedAligner: Qwen3-ASR's body, a head over time slots, ``<timestamp>`` tokens."""
+    import torch
+    from transformers import Qwen3ASRFeatureExtractor, Qwen3ASRForTokenClassification, Qwen3ASRProcessor
+
+    tokenizer = _qwen_tokenizer(shape, extra=("<timestamp>",))
+    Qwen3ASRProcessor(feature_extractor=Qwen3ASRFeatureExtractor(), tokenizer=tokenizer,
+                      chat_template=ALIGNER_TEMPLATE).save_pretrained(folder)
+    config = _qwen_config(shape, tokenizer, timestamp_token_id=tokenizer.convert_tokens_to_ids("<timestamp>"),
+                          num_labels=ALIGNER_CLASSES)
+    torch.manual_seed(0)
+    Qwen3ASRForTokenClassification(config).save_pretrained(folder)
     return folder
 
 

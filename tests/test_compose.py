@@ -315,6 +315,7 @@ def test_transcripts_are_written_and_read_under_the_same_model_tag() -> None:
     assert len(set(tags.values())) == 1, tags
     settings = service_settings(SERVICES["airflow-worker"])
     assert (settings.asr.engine, settings.asr.device, settings.asr.model_dir) == ("transformers", "cuda", "/models/qwen3-asr-0.6b")
+    assert settings.asr.aligner_dir == "/models/qwen3-forced-aligner-0.6b"  # Qwen3-ASR words get their times
 
 
 def test_ledger_database_script_creates_its_role_and_database(postgres_server: str) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from random_models import build_qwen3_asr, build_whisper
+from random_models import build_qwen3_aligner, build_qwen3_asr, build_whisper
 
 from asr_tasks.config import AsrSettings, Settings
 from asr_tasks.engines import EngineOutOfMemory, ModelError, get_engine, is_out_of_memory, run_with_backoff
@@ -52,6 +52,11 @@ def words(text: str) -> set[str]:
 @pytest.fixture(scope="session")
 def tiny_qwen(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_qwen3_asr(tmp_path_factory.mktemp("qwen3-asr-tiny"))
+
+
+@pytest.fixture(scope="session")
+def tiny_aligner(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_qwen3_aligner(tmp_path_factory.mktemp("qwen3-aligner-tiny"))
 
 
 @pytest.fixture(scope="session")
@@ -109,6 +114,7 @@ def test_words_go_to_the_slot_they_were_said_in_and_onto_the_recording_clock() -
     assert [s.text for s in segments] == ["Next call.", "late"]
     assert segments[0].start == 100.0 and segments[0].end == 101.0  # clipped into the chunk
     assert segments[1].start == 102.8 and segments[1].end == 103.0
+    assert [(w.text, w.start, w.end) for w in segments[0].words] == [(" Next", 100.0, 100.4), (" call.", 100.5, 101.0)]
     assert all(s.recording_id == "r1" and s.speaker == "customer" for s in segments)
     assert segments[0].avg_logprob == pytest.approx(np.mean(np.log([0.5, 0.7])), abs=1e-4)
     audio = window_audio(window, [np.ones(4 * SR, np.float32), np.full(3 * SR, 2.0, np.float32)], SR)
@@ -235,6 +241,45 @@ def test_qwen3_asr_engine_batches_by_length_and_keeps_order(settings: Settings, 
         assert segments[0].avg_logprob < 0
     one = engine.transcribe(*items[3])  # a chunk alone gives what it gave inside a bucket
     assert [s.text for s in one] == texts[1][3]
+
+
+def test_qwen3_asr_words_get_their_times_from_the_forced_aligner(settings: Settings, tiny_qwen: Path,
+                                                                 tiny_aligner: Path) -> None:
+    from asr_tasks.engines.transformers import Qwen3ForcedAligner
+
+    items = noise_items([2.2, 7.5, 0.4, 4.1, 3.3])
+    base = transformers_settings(settings, tiny_qwen, "qwen3_asr", language="en", aligner_dir=str(tiny_aligner))
+    results = {size: get_engine(base.override(batch_size=size).asr).transcribe_batch(items) for size in (1, 4)}
+    engine = get_engine(base.override(batch_size=4).asr)
+    assert isinstance(engine.aligner, Qwen3ForcedAligner)
+    assert results[1] == results[4]  # a chunk's words and times do not depend on what it was batched with
+    for (chunk, audio), segments in zip(items, results[4]):
+        (segment,) = segments
+        expected = engine.aligner.processor.split_words_for_alignment(segment.text, "en")
+        assert [w.text for w in segment.words] == [f" {w}" for w in expected]  # every word of the text, in order
+        assert all(chunk.start <= w.start <= w.end <= chunk.end for w in segment.words)
+        alone = engine.aligner.align([audio], [segment.text], ["en"])[0]
+        assert [round(chunk.start + min(max(0.0, a), chunk.duration), 3) for _, a, _ in alone] == [
+            w.start for w in segment.words]
+    assert sum(len(s.words) for segs in results[4] for s in segs) >= len(items) - 1
+    without = get_engine(base.override(aligner_dir="", batch_size=4).asr).transcribe_batch(items)
+    assert [[s.text for s in segs] for segs in without] == [[s.text for s in segs] for segs in results[4]]
+    assert all(not s.words for segs in without for s in segs)  # no aligner: no word times, the segment's span
+    arabic = get_engine(base.override(language="ar", batch_size=4).asr).transcribe_batch(items[:1])
+    assert arabic[0][0].text and arabic[0][0].words == []  # a language the aligner does not know
+
+
+def test_aligned_words_are_spelled_and_clipped_onto_the_chunk() -> None:
+    from asr_tasks.engines.transformers import spoken_words
+
+    chunk = AudioChunk("r1", 0, "agent", "k", 10.0, 12.0)
+    assert [(w.text, w.start, w.end) for w in spoken_words(chunk, [("您", 0.1, 0.2), ("card", 1.5, 9.0)])] == [
+        ("您", 10.1, 10.2), (" card", 11.5, 12.0)]
+
+
+def test_an_asr_model_given_as_the_aligner_is_refused(settings: Settings, tiny_qwen: Path) -> None:
+    with pytest.raises(ModelError, match=rf"aligner folder {tiny_qwen}.*not a forced aligner"):
+        get_engine(transformers_settings(settings, tiny_qwen, "qwen3_asr", aligner_dir=str(tiny_qwen)).asr)
 
 
 def test_qwen3_asr_budget_follows_chunk_length(settings: Settings, tiny_qwen: Path) -> None:
@@ -384,6 +429,9 @@ def test_ctranslate2_packs_calls_into_one_window_without_leaking_text(
             assert (seg.recording_id, seg.speaker, seg.language) == (chunk.recording_id, chunk.speaker, "en")
             assert chunk.start <= seg.start < seg.end <= chunk.end
             assert -3.0 < seg.avg_logprob <= 0.0
+            assert "".join(w.text for w in seg.words).strip() == seg.text  # the words said it, with their times
+            assert [seg.start, seg.end] == [seg.words[0].start, seg.words[-1].end]
+            assert all(a.start <= a.end <= b.start + 0.02 for a, b in zip(seg.words, seg.words[1:]))
     assert "paris" in words(" ".join(s.text for s in results[0]))
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from asr_tasks.config import PROJECT_ROOT
-from asr_tasks.models import Recording, Segment, Transcript
+from asr_tasks.models import Recording, Segment, SpokenWord, Transcript
 from asr_tasks.pii import PiiError, find, load_policy, luhn, prc_id, redact
 
 POLICY = load_policy(PROJECT_ROOT / "include" / "pii")
@@ -94,3 +94,47 @@ def test_number_words_count_once_itn_made_them_digits(said: str, language: str, 
     from asr_tasks.postprocess import itn_en, itn_zh
 
     assert masked({"zh": itn_zh, "en": itn_en}[language](said), language) == expected
+
+
+def spoken(words: str, start: float, step: float, joiner: str = " ") -> list[SpokenWord]:
+    """Words said one after another, ``step`` seconds each, spelled as the model writes them."""
+    parts = words.split() if joiner else list(words)
+    return [SpokenWord(f"{joiner}{w}", round(start + k * step, 3), round(start + (k + 1) * step, 3))
+            for k, w in enumerate(parts)]
+
+
+def test_word_times_give_the_number_its_seconds_and_no_word_keeps_it() -> None:
+    """Post-processed text ("4111 ...") is aligned to the model's words ("four one one one ..."): the detection
+    covers the words that said the number, those words become one masked word, the other words keep their times."""
+    from asr_tasks.postprocess import itn_en, itn_zh
+
+    rec = Recording("r1", "recordings", "calls/2026/11/27/c.wav", "e", 1, "c", "2026-11-27")
+    said = "my card number is " + " ".join(["four"] + ["one"] * 15) + " thank you"
+    zh_said = "您的卡号是" + "四" + "一" * 15 + "对吗"
+    words = spoken(said, 10.0, 0.4)
+    zh_words = spoken(zh_said, 40.0, 0.3, joiner="")
+    segments = [Segment("r1", 0, "agent", 10.0, words[-1].end, itn_en(said), text_raw=said, words=words),
+                Segment("r1", 1, "customer", 40.0, zh_words[-1].end, itn_zh(zh_said), text_raw=zh_said,
+                        words=zh_words, language="zh")]
+    clean, found = redact(Transcript(rec, 60.0, segments, "en", "m", "1"), POLICY)
+    assert [s.text for s in clean.segments] == ["my card number is [CARD ****1111] thank you",
+                                                "您的卡号是[CARD ****1111]对吗"]
+    assert [(d.kind, d.start, d.end) for d in found] == [("card", words[4].start, words[19].end),
+                                                         ("card", zh_words[5].start, zh_words[20].end)]
+    assert [w.text for w in clean.segments[0].words] == [" my", " card", " number", " is", " [CARD ****1111]",
+                                                         " thank", " you"]
+    assert clean.segments[0].words[4] == SpokenWord(" [CARD ****1111]", words[4].start, words[19].end)
+    assert "".join(w.text for w in clean.segments[1].words) == " [CARD ****1111]".join(["您的卡号是", "对吗"])
+    assert not any(ch.isdigit() or ch in "一四" for s in clean.segments for w in s.words for ch in w.text
+                   if "CARD" not in w.text)
+
+
+def test_a_number_split_over_segments_takes_the_words_of_both() -> None:
+    rec = Recording("r1", "recordings", "calls/2026/11/27/c.wav", "e", 1, "c", "2026-11-27")
+    first, second = spoken("your card number is 4111 1111", 1.0, 0.5), spoken("1111 1111, is that right?", 5.0, 0.5)
+    segments = [Segment("r1", 0, "agent", 1.0, 4.0, "your card number is 4111 1111", words=first),
+                Segment("r1", 0, "agent", 5.0, 7.5, "1111 1111, is that right?", words=second)]
+    clean, found = redact(Transcript(rec, 30.0, segments, "en", "m", "1"), POLICY)
+    assert [(d.start, d.end) for d in found] == [(first[4].start, second[1].end)]
+    assert [w.text for w in clean.segments[0].words] == [" your", " card", " number", " is", " [CARD ****1111]"]
+    assert [w.text for w in clean.segments[1].words] == [" is", " that", " right?"]

@@ -10,6 +10,8 @@ import sys
 from datetime import date, timedelta
 from pathlib import Path
 
+import pytest
+
 from asr_tasks.config import Settings
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.models import Recording
@@ -175,18 +177,33 @@ def test_a_late_upload_for_yesterday_is_taken_by_todays_run_once(settings: Setti
                                                                               yesterday + "late.flac"]
 
 
-def test_turning_redaction_on_masks_what_is_stored_without_the_model(
-    settings: Settings, model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from asr_tasks import pipeline
-    from asr_tasks.artefacts import redacted_audio_key
-    from asr_tasks.pipeline import gated_key, reindex_day, transcript_key
+CARD = re.compile(r"\d(?:(?:, ?|[ .-])?\d){12,}")
 
+
+def card_call(settings: Settings, tmp_path: Path) -> LocalStore:
+    """A store holding one call in which a card number is read out."""
     raw = tmp_path / "card.wav"
     subprocess.run(["espeak-ng", "-v", "en-us", "-s", "140", "-w", str(raw), "Thank you. My card number is four one "
                     "one one, one one one one, one one one one, one one one one. Goodbye."], check=True)
     store = LocalStore(settings.storage.path("store_root"))
     store.put_file(settings.storage.recordings_bucket, PREFIX + "card.wav", raw)
+    return store
+
+
+def said(artefact: bytes) -> str:
+    """A stored transcript's text and, segment by segment, its words joined as the model said them."""
+    segments = json.loads(artefact)["segments"]
+    return " | ".join([s["text"] for s in segments] + ["".join(w["text"] for w in s["words"]) for s in segments])
+
+
+def test_turning_redaction_on_masks_what_is_stored_without_the_model(
+    settings: Settings, model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asr_tasks import pipeline
+    from asr_tasks.artefacts import redacted_audio_key
+    from asr_tasks.pipeline import gated_key, reindex_day, transcript_key, unredacted_key
+
+    store = card_call(settings, tmp_path)
     clear = settings.override(redact_pii=False)  # a day processed before redaction was turned on
     results = [preprocess(r, store, clear) for r in sense(store, clear, DAY)]
     transcribe_shard(preprocessed_prefixes(results), store, clear)
@@ -194,14 +211,42 @@ def test_turning_redaction_on_masks_what_is_stored_without_the_model(
     index = SqliteIndex(settings.index.path("index_path"))
     index_results(results, store, index, clear)
     bucket, prefix = settings.storage.artefacts_bucket, results[0].artefact_prefix
-    card = re.compile(r"\d(?:(?:, ?|[ .-])?\d){12,}")
-    assert card.search(store.get_bytes(bucket, gated_key(prefix, settings)).decode())  # stored in clear
+    assert CARD.search(said(store.get_bytes(bucket, gated_key(prefix, settings))))  # stored in clear
 
     monkeypatch.setattr(pipeline, "load_engine", lambda s: pytest.fail("reindex loaded the model"))
     assert reindex_day(DAY.isoformat(), store, index, settings)["masked again"] == 1
     for key in (gated_key(prefix, settings), transcript_key(prefix, settings)):
-        text = store.get_bytes(bucket, key).decode()
-        assert not card.search(text) and "[CARD ****" in text, key
+        text = said(store.get_bytes(bucket, key))
+        assert not CARD.search(text) and "[CARD ****" in text, key
+    assert not store.exists(bucket, unredacted_key(prefix, settings))  # not kept unless asked for
     assert "[CARD ****" in " ".join(s.text for s in index.segments(results[0].recording_id))
     assert store.exists(bucket, redacted_audio_key(prefix))
     assert reindex_day(DAY.isoformat(), store, index, settings).get("masked again") is None  # once is enough
+
+
+def test_a_kept_unredacted_transcript_stays_apart_and_is_what_a_new_policy_masks(
+    settings: Settings, model_dir: Path, tmp_path: Path
+) -> None:
+    from asr_tasks.pipeline import gated_key, reindex_day, transcript_key, unredacted_key
+
+    store = card_call(settings, tmp_path)
+    kept = settings.override(keep_unredacted=True)
+    results = [preprocess(r, store, kept) for r in sense(store, kept, DAY)]
+    transcribe_shard(preprocessed_prefixes(results), store, kept)
+    gate_shard(results, store, kept)
+    index = SqliteIndex(settings.index.path("index_path"))
+    index_results(results, store, index, kept)
+    bucket, prefix, rid = settings.storage.artefacts_bucket, results[0].artefact_prefix, results[0].recording_id
+    assert CARD.search(said(store.get_bytes(bucket, unredacted_key(prefix, kept))))  # the one artefact in clear
+    for key in (gated_key(prefix, kept), transcript_key(prefix, kept)):
+        assert not CARD.search(said(store.get_bytes(bucket, key))), key
+    assert "[CARD ****1111]" in " ".join(s.text for s in index.segments(rid))
+
+    # A policy without cards (a bank's choice) masks anew from the kept transcript: it can mask less, too.
+    (tmp_path / "pii").mkdir()
+    (tmp_path / "pii" / "phones.yaml").write_text("kinds:\n  phone:\n    pattern: '\\+\\d{6,}'\n    mask: '[PHONE]'\n")
+    phones_only = kept.override(pii_dir=str(tmp_path / "pii"))
+    assert reindex_day(DAY.isoformat(), store, index, phones_only)["masked again"] == 1
+    gated = json.loads(store.get_bytes(bucket, gated_key(prefix, kept)))
+    assert gated["pii"] == [] and CARD.search(said(store.get_bytes(bucket, gated_key(prefix, kept))))
+    assert gated["quality"] == "pass"

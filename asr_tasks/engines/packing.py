@@ -28,7 +28,7 @@ import numpy as np
 
 from asr_tasks.config import AsrSettings
 from asr_tasks.engines import AsrEngine, run_with_backoff
-from asr_tasks.models import AudioChunk, Segment
+from asr_tasks.models import AudioChunk, Segment, SpokenWord
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,8 @@ def words_to_segments(chunk: AudioChunk, slot: Slot, words: Sequence[Word], lang
                       no_speech_prob: float) -> list[Segment]:
     """Sentences of one chunk's words, on the recording's clock and inside the chunk's bounds.
 
-    A segment ends at sentence punctuation or at a pause of ``PAUSE_SECONDS``.
+    A segment ends at sentence punctuation or at a pause of ``PAUSE_SECONDS``, and
+    keeps its words with their times.
 
     avg_logprob is the mean log probability of the sentence's words, so each
     recording in a shared window gets a confidence of its own words only.
@@ -215,11 +216,14 @@ def words_to_segments(chunk: AudioChunk, slot: Slot, words: Sequence[Word], lang
                 start = _clock(chunk, slot, sentence[0].start)
                 end = max(start, _clock(chunk, slot, sentence[-1].end))
                 logprob = float(np.mean([np.log(max(w.probability, 1e-6)) for w in sentence]))
+                timed = [SpokenWord(w.text, round(_clock(chunk, slot, w.start), 3),
+                                    round(max(_clock(chunk, slot, w.start), _clock(chunk, slot, w.end)), 3))
+                         for w in sentence]
                 segments.append(Segment(
                     recording_id=chunk.recording_id, channel=chunk.channel, speaker=chunk.speaker,
                     start=round(start, 3), end=round(end, 3), text=text,
                     avg_logprob=round(logprob, 4), no_speech_prob=round(float(no_speech_prob), 4),
-                    language=language,
+                    language=language, words=timed,
                 ))
             sentence = []
     return segments

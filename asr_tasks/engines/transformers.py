@@ -5,13 +5,16 @@ the packing of the CTranslate2 engine: word times come from the model's
 cross-attention alignment (``return_token_timestamps``). Qwen3-ASR
 (``Qwen3ASRForConditionalGeneration``) has no fixed window: chunks are sorted by
 length and batched in buckets of similar length, each chunk's text keeps its
-chunk's times. Both load only from the configured local folder
-(``local_files_only``), checked file by file before loading and for consistency
-after, and run one warm-up pass at load time.
+chunk's times, and its words get theirs from Qwen3-ForcedAligner
+(``Qwen3ASRForTokenClassification``, ``aligner_dir``) where one is configured.
+All load only from their configured local folders (``local_files_only``),
+checked file by file before loading and for consistency after, and run one
+warm-up pass at load time.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -24,7 +27,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # read when huggingface_hub is imp
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from transformers.models.qwen3_asr.processing_qwen3_asr import LANGUAGE_CODE_TO_NAME  # noqa: E402
+from transformers.models.qwen3_asr.processing_qwen3_asr import (  # noqa: E402
+    FORCED_ALIGNER_LANGUAGES,
+    LANGUAGE_CODE_TO_NAME,
+)
 
 from asr_tasks.config import AsrSettings  # noqa: E402
 from asr_tasks.engines import AsrEngine, ModelError, compute_type, model_tag, run_with_backoff  # noqa: E402
@@ -41,10 +47,12 @@ from asr_tasks.engines.packing import (  # noqa: E402
     token_budget,
     window_audio,
 )
-from asr_tasks.models import AudioChunk, Segment  # noqa: E402
+from asr_tasks.models import AudioChunk, Segment, SpokenWord  # noqa: E402
+from asr_tasks.text import CJK_CHAR  # noqa: E402
 
 MODEL_TYPES = {"whisper": "whisper", "qwen3_asr": "qwen3_asr"}
 HOP = 160  # samples per mel frame at 16 kHz
+WORD_SPLITTERS = {"Japanese": "nagisa", "Korean": "soynlp"}  # what the aligner needs to split these into words
 
 
 def check_model_dir(model_dir: Path, family: str) -> dict[str, Any]:
@@ -108,6 +116,27 @@ def load_transformers_engine(settings: AsrSettings, hotwords: str | None = None)
     return TransformersWhisper(settings, hotwords)
 
 
+def _pretrained(model_dir: Path, model_class: str, dtype: torch.dtype) -> tuple[Any, Any]:
+    """Processor and model from a checked local folder; any file that does not fit is an error naming it."""
+    try:
+        processor = transformers.AutoProcessor.from_pretrained(model_dir, local_files_only=True)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ModelError(f"model folder {model_dir}: tokenizer or preprocessor files could not be "
+                         f"loaded: {exc}") from exc
+    try:
+        model, info = getattr(transformers, model_class).from_pretrained(
+            model_dir, local_files_only=True, dtype=dtype, attn_implementation="sdpa", output_loading_info=True,
+        )
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ModelError(f"model folder {model_dir}: the weights could not be loaded "
+                         f"(model.safetensors): {exc}") from exc
+    problems = {k: sorted(v) for k, v in info.items() if k != "error_msgs" and v}
+    if problems or info.get("error_msgs"):
+        raise ModelError(f"model folder {model_dir}: model.safetensors does not match config.json: "
+                         f"{problems or info['error_msgs']}")
+    return processor, model
+
+
 class _Loaded:
     """Model, processor and device of a transformers engine, loaded and checked once."""
 
@@ -122,23 +151,7 @@ class _Loaded:
             if self.lease.kind == "cuda" and self.lease.index >= torch.cuda.device_count():
                 raise RuntimeError(f"{self.lease.torch_device} is not visible to torch "
                                    f"({torch.cuda.device_count()} CUDA device(s)); check gpu_count")
-            try:
-                self.processor = transformers.AutoProcessor.from_pretrained(model_dir, local_files_only=True)
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise ModelError(f"model folder {model_dir}: tokenizer or preprocessor files could not be "
-                                 f"loaded: {exc}") from exc
-            try:
-                model, info = getattr(transformers, model_class).from_pretrained(
-                    model_dir, local_files_only=True, dtype=self.dtype, attn_implementation="sdpa",
-                    output_loading_info=True,
-                )
-            except (OSError, ValueError, RuntimeError) as exc:
-                raise ModelError(f"model folder {model_dir}: the weights could not be loaded "
-                                 f"(model.safetensors): {exc}") from exc
-            problems = {k: sorted(v) for k, v in info.items() if k != "error_msgs" and v}
-            if problems or info.get("error_msgs"):
-                raise ModelError(f"model folder {model_dir}: model.safetensors does not match config.json: "
-                                 f"{problems or info['error_msgs']}")
+            self.processor, model = _pretrained(model_dir, model_class, self.dtype)
             self.model = model.to(self.lease.torch_device).eval()
         except BaseException:
             self.lease.release()
@@ -350,6 +363,13 @@ class TransformersQwen3Asr(_TransformersModel, AsrEngine):
         eos = config.eos_token_id
         self.stop_ids = {int(t) for t in (eos if isinstance(eos, (list, tuple)) else [eos])}
         self.context = hotwords  # Qwen3-ASR reads context and hotwords from the system prompt
+        self.aligner: Qwen3ForcedAligner | None = None
+        if settings.aligner_dir:
+            try:
+                self.aligner = Qwen3ForcedAligner(settings.path("aligner_dir"), self.dtype, self.device)
+            except BaseException:
+                self.lease.release()
+                raise
         self._warm_up()
 
     def _warm_up(self) -> None:
@@ -368,43 +388,24 @@ class TransformersQwen3Asr(_TransformersModel, AsrEngine):
         results = run_with_backoff(order, self.batch_size, lambda batch: self._generate([audios[i] for i in batch]),
                                    f"{self.device} (bucket of chunks)")
         out: list[list[Segment]] = [[] for _ in items]
-        for n, (text, language, logprob) in zip(order, results):
+        for n, (text, language, logprob, timed) in zip(order, results):
             chunk = items[n][0]
             if text:
                 out[n] = [Segment(recording_id=chunk.recording_id, channel=chunk.channel, speaker=chunk.speaker,
                                   start=round(chunk.start, 3), end=round(chunk.end, 3), text=text,
-                                  avg_logprob=round(logprob, 4), language=language)]
+                                  avg_logprob=round(logprob, 4), language=language,
+                                  words=spoken_words(chunk, timed))]
         return out
 
     def _inputs(self, audios: list[np.ndarray]) -> Any:
-        """Prompts and features of one bucket.
-
-        The processor extracts features of the whole bucket at once, and a short
-        chunk's last frames then depend on the longer chunks' samples padded after
-        it. Each chunk's features are computed alone and zero-padded on the mel
-        axis instead, exactly as for a bucket of one, so a chunk's text does not
-        depend on what it was batched with.
-        """
+        """Prompts and features of one bucket, each chunk's features its own (``chunk_features``)."""
         inputs = self.processor.apply_transcription_request(
             audio=audios, language=self.settings.language,
             prompt=[self.context] * len(audios) if self.context else None,
         )
-        extractor = self.processor.feature_extractor
-        singles = [extractor(a, sampling_rate=SAMPLE_RATE, return_attention_mask=True, return_tensors="pt")
-                   for a in audios]
-        frames = max(s["input_features"].shape[-1] for s in singles)
-        features = torch.zeros(len(audios), extractor.feature_size, frames)
-        mask = torch.zeros(len(audios), frames, dtype=inputs["input_features_mask"].dtype)
-        for n, single in enumerate(singles):
-            width = single["input_features"].shape[-1]
-            features[n, :, :width] = single["input_features"][0]
-            mask[n, :width] = single["attention_mask"][0]
-        if not torch.equal(mask.sum(-1), inputs["input_features_mask"].sum(-1)):
-            raise RuntimeError("per-chunk feature lengths differ from the processor's; cannot batch these chunks")
-        inputs["input_features"], inputs["input_features_mask"] = features, mask
-        return inputs.to(self.device, dtype=self.dtype)
+        return chunk_features(self.processor.feature_extractor, audios, inputs).to(self.device, dtype=self.dtype)
 
-    def _generate(self, audios: list[np.ndarray]) -> list[tuple[str, str | None, float]]:
+    def _generate(self, audios: list[np.ndarray]) -> list[tuple[str, str | None, float, list[tuple[str, float, float]]]]:
         inputs = self._inputs(audios)
         budgets = [self.max_new_tokens(len(a) / SAMPLE_RATE) for a in audios]
         chosen = ChosenLogprobs()
@@ -425,7 +426,91 @@ class TransformersQwen3Asr(_TransformersModel, AsrEngine):
             scored = row_logprobs[: min(length + 1, len(row))]
             logprob = float(scored.mean()) if len(scored) else 0.0
             results.append((parsed["transcription"].strip(), language, logprob))
-        return results
+        if self.aligner is None:
+            return [(*r, []) for r in results]
+        timed = self.aligner.align(audios, [r[0] for r in results], [r[1] for r in results])
+        return [(*r, words) for r, words in zip(results, timed)]
+
+
+def chunk_features(extractor: Any, audios: list[np.ndarray], inputs: Any) -> Any:
+    """``inputs`` with every chunk's features computed alone and zero-padded on the mel axis.
+
+    The processor extracts features of the whole bucket at once, and a short
+    chunk's last frames then depend on the longer chunks' samples padded after
+    it; computed alone, as for a bucket of one, a chunk's output does not depend
+    on what it was batched with.
+    """
+    singles = [extractor(a, sampling_rate=SAMPLE_RATE, return_attention_mask=True, return_tensors="pt")
+               for a in audios]
+    frames = max(s["input_features"].shape[-1] for s in singles)
+    features = torch.zeros(len(audios), extractor.feature_size, frames)
+    mask = torch.zeros(len(audios), frames, dtype=inputs["input_features_mask"].dtype)
+    for n, single in enumerate(singles):
+        width = single["input_features"].shape[-1]
+        features[n, :, :width] = single["input_features"][0]
+        mask[n, :width] = single["attention_mask"][0]
+    if not torch.equal(mask.sum(-1), inputs["input_features_mask"].sum(-1)):
+        raise RuntimeError("per-chunk feature lengths differ from the processor's; cannot batch these chunks")
+    inputs["input_features"], inputs["input_features_mask"] = features, mask
+    return inputs
+
+
+class Qwen3ForcedAligner:
+    """Word times for Qwen3-ASR's text: Qwen3-ForcedAligner reads a chunk's audio and words in one forward pass.
+
+    Its head classifies the two ``<timestamp>`` tokens after each word into time
+    slots of ``timestamp_segment_time`` ms (the word's start and end). A language
+    it does not know (or Japanese and Korean without their word splitters) gets no
+    word times, and the segment's own span stands for its words.
+    """
+
+    def __init__(self, folder: Path, dtype: torch.dtype, device: str) -> None:
+        config = check_model_dir(folder, "qwen3_asr")
+        if "Qwen3ASRForTokenClassification" not in (config.get("architectures") or []):
+            raise ModelError(f"aligner folder {folder}: config.json describes {config.get('architectures')}, "
+                             "not a forced aligner (Qwen3ASRForTokenClassification)")
+        self.processor, model = _pretrained(folder, "Qwen3ASRForTokenClassification", dtype)
+        self.model = model.to(device).eval()
+        self.device, self.dtype = device, dtype
+        self.timestamp = int(self.model.config.timestamp_token_id)
+        if self.processor.tokenizer.convert_tokens_to_ids("<timestamp>") != self.timestamp:
+            raise ModelError(f"aligner folder {folder}: tokenizer.json does not match the model: <timestamp> is "
+                             f"{self.processor.tokenizer.convert_tokens_to_ids('<timestamp>')}, config.json says "
+                             f"{self.timestamp}")
+        self.languages = {code for code, name in LANGUAGE_CODE_TO_NAME.items() if name in FORCED_ALIGNER_LANGUAGES
+                          and (name not in WORD_SPLITTERS or importlib.util.find_spec(WORD_SPLITTERS[name]))}
+
+    def align(self, audios: list[np.ndarray], texts: list[str],
+              languages: list[str | None]) -> list[list[tuple[str, float, float]]]:
+        """Each text's words with (start, end) seconds from its audio's start; none where it cannot be aligned."""
+        out: list[list[tuple[str, float, float]]] = [[] for _ in texts]
+        todo = [n for n, (text, language) in enumerate(zip(texts, languages))
+                if (language is None or language in self.languages)
+                and self.processor.split_words_for_alignment(text, language)]  # punctuation only: no words
+        if not todo:
+            return out
+        chosen = [audios[n] for n in todo]
+        inputs, word_lists = self.processor.prepare_forced_aligner_inputs(
+            audio=chosen, transcript=[texts[n] for n in todo], language=[languages[n] for n in todo])
+        inputs = chunk_features(self.processor.feature_extractor, chosen, inputs)
+        with torch.inference_mode():
+            logits = self.model(**inputs.to(self.device, dtype=self.dtype)).logits.float().cpu()
+        timed = self.processor.decode_forced_alignment(logits, inputs["input_ids"].cpu(), word_lists,
+                                                       timestamp_token_id=self.timestamp)
+        for n, words in zip(todo, timed):
+            out[n] = [(w["text"], float(w["start_time"]), float(w["end_time"])) for w in words]
+        return out
+
+
+def spoken_words(chunk: AudioChunk, timed: list[tuple[str, float, float]]) -> list[SpokenWord]:
+    """The aligner's words on the recording's clock, inside the chunk; a space before each word but a Chinese one."""
+    words = []
+    for text, start, end in timed:
+        start = min(max(0.0, start), chunk.duration)
+        end = min(max(start, end), chunk.duration)
+        spelled = text if CJK_CHAR.match(text[:1]) else f" {text}"
+        words.append(SpokenWord(spelled, round(chunk.start + start, 3), round(chunk.start + end, 3)))
+    return words
 
 
 def _whole_frames(audio: np.ndarray) -> np.ndarray:
