@@ -16,6 +16,7 @@ import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
@@ -299,12 +300,24 @@ def report_csv(result: AuditResult, search_url: str) -> str:
     return buf.getvalue()
 
 
-def report_html(result: AuditResult, search_url: str) -> str:
-    """The day's audit as a page: counts per rule and agent, and each finding linked to its second."""
+def report_html(result: AuditResult, search_url: str, opened: list[dict[str, Any]]) -> str:
+    """The day's audit as a page: counts per rule and agent, each finding linked to its second, and who opened what."""
     from asr_tasks.templates import render
 
     return render("qa_audit.html", day=result.call_date, summary=result.summary(),
-                  findings=[(f, finding_link(f, search_url)) for f in result.findings])
+                  findings=[(f, finding_link(f, search_url)) for f in result.findings], opened=opened)
+
+
+def opened_on(day: str, settings: Settings) -> list[dict[str, Any]]:
+    """The recordings opened on the search page that day (UTC): who played or opened which, when, from where."""
+    from asr_tasks.access_log import AccessLog
+    from asr_tasks.ledger import open_ledger
+
+    start = datetime.fromisoformat(day).replace(tzinfo=timezone.utc)
+    entries = AccessLog(open_ledger(settings.ledger)).entries(since=start, until=start + timedelta(days=1),
+                                                              actions=("play", "read"))
+    return [{k: v for k, v in e.to_dict().items() if k in ("at", "user", "action", "recording_id", "detail")}
+            for e in entries]
 
 
 def run_audit(call_date: str, rules: list[Rule], index: Any, store: Any, settings: Settings) -> AuditResult:
@@ -320,9 +333,10 @@ def run_audit(call_date: str, rules: list[Rule], index: Any, store: Any, setting
     index.replace_findings(call_date, [f.to_dict() for f in result.findings])
     prefix = f"reports/qa/{call_date}/qa-audit"
     bucket, search_url = settings.storage.artefacts_bucket, settings.quality.search_url
-    store.put_bytes(bucket, f"{prefix}.html", report_html(result, search_url).encode())
+    opened = opened_on(call_date, settings)
+    store.put_bytes(bucket, f"{prefix}.html", report_html(result, search_url, opened).encode())
     store.put_bytes(bucket, f"{prefix}.csv", report_csv(result, search_url).encode())
     store.put_bytes(bucket, f"{prefix}.json", json.dumps(
-        {"summary": result.summary(), "findings": [f.to_dict() for f in result.findings]}, ensure_ascii=False, indent=1
-    ).encode())
+        {"summary": result.summary(), "findings": [f.to_dict() for f in result.findings], "opened": opened},
+        ensure_ascii=False, indent=1).encode())
     return result

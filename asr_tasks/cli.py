@@ -1,4 +1,4 @@
-"""The ``asr`` command: settings, spot-check transcription, search and status."""
+"""The ``asr`` command: settings, spot-check transcription, search and status (records management: records_cli)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,9 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 
 from asr_tasks.config import ConfigError, get_settings
+from asr_tasks.console import print_json
 from asr_tasks.engines import ModelError
-
-
-def _print_json(value: Any) -> None:
-    json.dump(value, sys.stdout, ensure_ascii=False, indent=2)
-    sys.stdout.write("\n")
+from asr_tasks.records_cli import add_commands
 
 
 SECRET_WORDS = ("password", "secret", "api_key", "token")
@@ -55,7 +52,7 @@ def cmd_config(args: argparse.Namespace) -> int:
                        for k, v in values.items()}
              for section, values in settings.items()}
     if args.json:
-        _print_json(shown)
+        print_json(shown)
     else:
         sys.stdout.write(yaml.safe_dump(shown, allow_unicode=True, sort_keys=False))
     return 0
@@ -137,7 +134,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             for s in segs:
                 print(f"[{s['start']:8.2f} - {s['end']:8.2f}] {s['speaker']:>8}: {s['text']}")
     if args.json:
-        _print_json(results)
+        print_json(results)
     return 1 if failed else 0
 
 
@@ -152,7 +149,7 @@ def cmd_pools(args: argparse.Namespace) -> int:
         "description": f"ASR transcription: {devices} x {settings.asr.streams_per_gpu} stream(s) per device",
     }}
     if not args.apply:
-        _print_json(spec)
+        print_json(spec)
         return 0
     airflow = Path(sys.executable).with_name("airflow")
     command = str(airflow) if airflow.exists() else "airflow"
@@ -192,7 +189,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         if args.counts:
             counts = index.counts(args.query, filters)
             if args.json:
-                _print_json([c.to_dict() for c in counts])
+                print_json([c.to_dict() for c in counts])
             elif counts:
                 print(_table(["AGENT", "DAY", "SEGMENTS", "CALLS"],
                              [[c.agent_id or "-", c.call_date or "-", str(c.segments), str(c.recordings)]
@@ -208,7 +205,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         print(f"asr: index error: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        _print_json([h.to_dict() for h in page.hits])
+        print_json([h.to_dict() for h in page.hits])
         if page.next_after:
             print(f"next page: --after {page.next_after}", file=sys.stderr)
         return 0
@@ -250,7 +247,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     for row in rows:
         counts[row["state"]] = counts.get(row["state"], 0) + 1
     if args.json:
-        _print_json({"date": args.date, "counts": counts, "recordings": rows})
+        print_json({"date": args.date, "counts": counts, "recordings": rows})
         return 0
     print(f"{args.date or 'all dates'}: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing"))
     for row in rows:
@@ -294,7 +291,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return 2
     result = run_audit(args.date, rules, open_index(settings.index), open_store(settings.storage), settings)
     if args.json:
-        _print_json({"summary": result.summary(), "findings": [f.to_dict() for f in result.findings]})
+        print_json({"summary": result.summary(), "findings": [f.to_dict() for f in result.findings]})
         return 0
     summary = result.summary()
     print(f"{args.date}: {summary['recordings']} calls audited, {summary['findings']} findings")
@@ -367,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--date", help="YYYY-MM-DD")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
+    add_commands(sub)
     return parser
 
 

@@ -90,6 +90,27 @@ class StorageSettings(_Section):
     ready_quiet_seconds: float = 0.0
     # the run of a day also takes recordings that arrived late for this many days before it
     resense_days: int = 1
+    # "bucket/prefix" -> days a recording is kept (by its call date); the longest matching prefix wins; none: kept
+    retention_days: dict[str, int] = field(default_factory=dict)
+    retention_batch: int = 200  # recordings erased per batch of the retention DAG
+    erase_source: bool = True  # an erasure also removes the recording (and its sidecar) from its bucket
+
+    @field_validator("retention_days")
+    @classmethod
+    def _retention_rules(cls, rules: dict[str, int]) -> dict[str, int]:
+        for where, days in rules.items():
+            if "/" not in where or not where.split("/", 1)[0]:
+                raise ValueError(f"{where!r}: a retention rule names bucket/prefix (e.g. recordings/calls/)")
+            if days < 1:
+                raise ValueError(f"{where!r}: {days} days; a recording is kept at least one day")
+        return rules
+
+    @field_validator("retention_batch")
+    @classmethod
+    def _positive_batch(cls, batch: int) -> int:
+        if batch < 1:
+            raise ValueError(f"{batch}: at least one recording per batch")
+        return batch
 
 
 @dataclass(frozen=True, config=_STRICT)

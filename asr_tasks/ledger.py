@@ -34,6 +34,7 @@ from sqlalchemy import (
     func,
     inspect,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import Engine, make_url
@@ -50,7 +51,10 @@ SENSED = "sensed"
 PREPROCESSED = "preprocessed"
 TRANSCRIBED = "transcribed"
 SUPERSEDED = "superseded"
+ERASING = "erasing"  # an erasure began: what the recording left behind is being removed
+ERASED = "erased"  # a tombstone: who erased it, when and why; nothing of its content
 FINAL_STATES = (INDEXED, NEEDS_REVIEW, QUARANTINED)
+GONE_STATES = (ERASING, ERASED)
 _RANK = {SENSED: 0, PREPROCESSED: 1, TRANSCRIBED: 2, INDEXED: 3, NEEDS_REVIEW: 3, QUARANTINED: 3}
 STAGES = ("preprocess", "transcribe", "index")
 
@@ -71,10 +75,52 @@ recordings = Table(
     *(Column(f"{stage}_seconds", Float) for stage in STAGES),
     Column("sensed_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    # added later (``_add_missing_columns``): the sidecar's parties, and an erasure's who and when
+    Column("agent_id", String(255)),
+    Column("customer_id", String(255)),
+    Column("erased_by", String(255)),
+    Column("erased_at", DateTime(timezone=True)),
     UniqueConstraint("bucket", "key", "etag", name="recording_ledger_version"),
 )
 Index("recording_ledger_date_state", recordings.c.call_date, recordings.c.state)
 Index("recording_ledger_key", recordings.c.bucket, recordings.c.key)
+Index("recording_ledger_customer", recordings.c.customer_id)
+LATER_COLUMNS = ("agent_id", "customer_id", "erased_by", "erased_at")
+
+# Who searched, played, exported, erased, held or released what: appended, never changed (access_log.py).
+access_log = Table(
+    "access_log",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("user", String(255), nullable=False),
+    Column("action", String(20), nullable=False),
+    Column("recording_id", String(64)),
+    Column("query", Text),
+    Column("filters", Text),
+    Column("hits", Integer),
+    Column("detail", Text),
+)
+Index("access_log_at", access_log.c.at)
+Index("access_log_user_at", access_log.c.user, access_log.c.at)
+Index("access_log_recording", access_log.c.recording_id)
+
+# Legal holds: what no erasure may touch while the hold stands (holds.py).
+legal_holds = Table(
+    "legal_hold",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("scope", String(20), nullable=False),  # key, agent, customer or dates
+    Column("value", String(1024)),
+    Column("date_from", String(10)),
+    Column("date_to", String(10)),
+    Column("why", Text, nullable=False),
+    Column("held_by", String(255), nullable=False),
+    Column("held_at", DateTime(timezone=True), nullable=False),
+    Column("released_by", String(255)),
+    Column("released_at", DateTime(timezone=True)),
+    Column("release_why", Text),
+)
 
 
 def _now() -> datetime:
@@ -113,18 +159,56 @@ class Ledger:
     def _create_schema(self) -> None:
         try:
             with self.engine.begin() as db:
-                db.execute(CreateTable(recordings, if_not_exists=True))
-                for index in recordings.indexes:
-                    db.execute(CreateIndex(index, if_not_exists=True))
+                new_log = not inspect(db).has_table(access_log.name)
+                for table in metadata.sorted_tables:
+                    db.execute(CreateTable(table, if_not_exists=True))
+                self._add_missing_columns(db)
+                for table in metadata.sorted_tables:
+                    for index in table.indexes:
+                        db.execute(CreateIndex(index, if_not_exists=True))
+                if new_log:
+                    self._append_only(db)
         except DBAPIError:
-            if not inspect(self.engine).has_table(recordings.name):
+            if not inspect(self.engine).has_table(access_log.name):
                 raise  # a race with another process creating it is fine; anything else is not
+
+    @staticmethod
+    def _add_missing_columns(db: Any) -> None:
+        """Columns added to the ledger table since it was first created, added to a ledger that lacks them."""
+        present = {c["name"] for c in inspect(db).get_columns(recordings.name)}
+        for name in LATER_COLUMNS:
+            if name not in present:
+                column = recordings.c[name]
+                db.execute(text(f"ALTER TABLE {recordings.name} ADD COLUMN {name} "
+                                f"{column.type.compile(dialect=db.dialect)}"))
+
+    def _append_only(self, db: Any) -> None:
+        """The access log refuses UPDATE and DELETE (and, on PostgreSQL, TRUNCATE), whoever sends them.
+
+        On PostgreSQL the creating role also gives up its own UPDATE, DELETE and
+        TRUNCATE privileges, so the pipeline's role may only INSERT and SELECT.
+        """
+        message = "the access log is append-only"
+        if db.dialect.name == "sqlite":
+            for event_name in ("UPDATE", "DELETE"):
+                db.execute(text(f"CREATE TRIGGER IF NOT EXISTS access_log_no_{event_name.lower()} BEFORE "
+                                f"{event_name} ON access_log BEGIN SELECT RAISE(ABORT, '{message}'); END"))
+            return
+        db.execute(text("CREATE OR REPLACE FUNCTION access_log_refuse() RETURNS trigger LANGUAGE plpgsql AS "
+                        f"$$ BEGIN RAISE EXCEPTION '{message}'; END $$"))
+        db.execute(text("CREATE TRIGGER access_log_no_change BEFORE UPDATE OR DELETE ON access_log "
+                        "FOR EACH ROW EXECUTE FUNCTION access_log_refuse()"))
+        db.execute(text("CREATE TRIGGER access_log_no_truncate BEFORE TRUNCATE ON access_log "
+                        "FOR EACH STATEMENT EXECUTE FUNCTION access_log_refuse()"))
+        db.execute(text("REVOKE UPDATE, DELETE, TRUNCATE ON access_log FROM CURRENT_USER"))
 
     def sensed(self, recs: Iterable[Recording], model: str, pipeline_version: str) -> None:
         """Record a day's listing: new versions start as ``sensed``; earlier versions of their keys are superseded.
 
         A row whose model or pipeline version differs from the current ones starts over
         (a quarantine stands across models: it depends on the file, not on the model).
+        An erased version stays erased: its source object, where it was kept, is never
+        processed again.
         """
         recs = list(recs)
         if not recs:
@@ -133,10 +217,11 @@ class Ledger:
         t = recordings
         rows = [{"recording_id": r.recording_id, "bucket": r.bucket, "key": r.key, "etag": r.etag,
                  "call_date": r.call_date or None, "state": SENSED, "model": model,
-                 "pipeline_version": pipeline_version, "sensed_at": now, "updated_at": now} for r in recs]
+                 "pipeline_version": pipeline_version, "sensed_at": now, "updated_at": now,
+                 "agent_id": r.agent_id, "customer_id": r.customer_id} for r in recs]
         restart = (
             update(t)
-            .where(t.c.recording_id == bindparam("rid"))
+            .where(t.c.recording_id == bindparam("rid"), t.c.state != ERASING, t.c.state != ERASED)
             .where((t.c.state == SUPERSEDED) | (t.c.pipeline_version != pipeline_version)
                    | ((t.c.model != model) & (t.c.state != QUARANTINED)))
             .values(state=SENSED, reason=None, model=model, pipeline_version=pipeline_version, segments=None,
@@ -145,7 +230,7 @@ class Ledger:
         supersede = (
             update(t)
             .where(t.c.bucket == bindparam("b"), t.c.key == bindparam("k"), t.c.recording_id != bindparam("rid"),
-                   t.c.state != SUPERSEDED)
+                   t.c.state != SUPERSEDED, t.c.state != ERASING, t.c.state != ERASED)
             .values(state=SUPERSEDED, reason=bindparam("why"), updated_at=now)
         )
         with self.engine.begin() as db:
@@ -191,6 +276,22 @@ class Ledger:
             ).rowcount
         return bool(done)
 
+    def erasing(self, recording_ids: list[str], user: str, why: str) -> None:
+        """Begin erasing these versions: the tombstone (who, when, why) comes first, so a crash leaves a row that
+        says the erasure is unfinished; their content columns are cleared."""
+        with self.engine.begin() as db:
+            db.execute(update(recordings).where(recordings.c.recording_id.in_(recording_ids),
+                                                recordings.c.state.not_in(GONE_STATES))  # a rerun keeps the first
+                       .values(state=ERASING, reason=why, erased_by=user, erased_at=_now(), updated_at=_now(),
+                               segments=None))
+
+    def erased(self, recording_ids: list[str]) -> None:
+        """Everything these versions left behind is gone: the tombstones are final."""
+        with self.engine.begin() as db:
+            db.execute(update(recordings).where(recordings.c.recording_id.in_(recording_ids),
+                                                recordings.c.state == ERASING)
+                       .values(state=ERASED, updated_at=_now()))
+
     def state(self, recording_id: str) -> str | None:
         with self.engine.connect() as db:
             return db.execute(select(recordings.c.state).where(recordings.c.recording_id == recording_id)).scalar()
@@ -229,8 +330,9 @@ class Ledger:
         with self.engine.connect() as db:
             result = [dict(row._mapping) for row in db.execute(query)]
         for row in result:
-            for name in ("sensed_at", "updated_at"):
-                row[name] = _as_utc(row[name]).isoformat(timespec="seconds")
+            for name in ("sensed_at", "updated_at", "erased_at"):
+                if row[name] is not None:
+                    row[name] = as_utc(row[name]).isoformat(timespec="seconds")
         return result
 
     def counts(self, call_date: str | None = None) -> dict[str, int]:
@@ -248,7 +350,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-def _as_utc(value: datetime) -> datetime:
+def as_utc(value: datetime) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=timezone.utc)  # SQLite returns naive UTC
 
 

@@ -411,24 +411,48 @@ def write_reports(rows: list[dict[str, Any]], store: ObjectStore, bucket: str, s
     taken by the next night's run joins its day's report instead of replacing it.
     Returns the keys written.
     """
-    import pandas as pd
-
-    from asr_tasks.storage import get_json, put_json
+    from asr_tasks.storage import get_json
 
     keys: list[str] = []
     by_day: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_day.setdefault(row["call_date"] or "undated", []).append(row)
     for day, day_rows in sorted(by_day.items()):
-        csv_key, html_key = report_keys(day, model)
-        json_key = csv_key.removesuffix(".csv") + ".json"
+        json_key = report_keys(day, model)[0].removesuffix(".csv") + ".json"
         merged = {r["recording_id"]: r for r in (get_json(store, bucket, json_key) if store.exists(bucket, json_key)
                                                  else [])}
         merged.update({r["recording_id"]: r for r in day_rows})
-        put_json(store, bucket, json_key, list(merged.values()))
-        table = pd.DataFrame(list(merged.values()), columns=REPORT_COLUMNS).sort_values("key", kind="stable")
-        cells = table.apply(lambda column: column.map(spreadsheet_safe) if column.dtype == object else column)
-        store.put_bytes(bucket, csv_key, cells.to_csv(index=False).encode("utf-8"))
-        store.put_bytes(bucket, html_key, render_html(day, table, settings).encode("utf-8"))
-        keys += [csv_key, html_key]
+        keys += _write_day(list(merged.values()), day, model, store, bucket, settings)
     return keys
+
+
+def drop_from_reports(recording_ids: set[str], day: str, store: ObjectStore, bucket: str,
+                      settings: QualitySettings) -> list[str]:
+    """Rewrite the day's quality reports (of every model) without these recordings; returns the keys rewritten."""
+    from asr_tasks.storage import get_json
+
+    keys: list[str] = []
+    base = report_keys(day, "")[0].removesuffix(".csv")
+    for item in list(store.list_keys(bucket, base)):
+        if not item.key.endswith(".json"):
+            continue
+        rows = get_json(store, bucket, item.key)
+        kept = [r for r in rows if r["recording_id"] not in recording_ids]
+        if len(kept) != len(rows):
+            keys += _write_day(kept, day, item.key.removeprefix(base).removesuffix(".json"), store, bucket, settings)
+    return keys
+
+
+def _write_day(rows: list[dict[str, Any]], day: str, model: str, store: ObjectStore, bucket: str,
+               settings: QualitySettings) -> list[str]:
+    import pandas as pd
+
+    from asr_tasks.storage import put_json
+
+    csv_key, html_key = report_keys(day, model)
+    put_json(store, bucket, csv_key.removesuffix(".csv") + ".json", rows)
+    table = pd.DataFrame(rows, columns=REPORT_COLUMNS).sort_values("key", kind="stable")
+    cells = table.apply(lambda column: column.map(spreadsheet_safe) if column.dtype == object else column)
+    store.put_bytes(bucket, csv_key, cells.to_csv(index=False).encode("utf-8"))
+    store.put_bytes(bucket, html_key, render_html(day, table, settings).encode("utf-8"))
+    return [csv_key, html_key]

@@ -72,6 +72,10 @@ class ObjectStore(Protocol):
 
     def put_file(self, bucket: str, key: str, path: Path) -> None: ...
 
+    def delete(self, bucket: str, key: str) -> None:
+        """Remove the object; removing one that is not there is not an error (an erasure may run twice)."""
+        ...
+
     def local_copy(self, bucket: str, key: str) -> AbstractContextManager[Path]: ...
 
     def head(self, bucket: str, key: str, length: int) -> bytes:
@@ -133,6 +137,9 @@ class LocalStore:
 
     def get_bytes(self, bucket: str, key: str) -> bytes:
         return self._path(bucket, key).read_bytes()
+
+    def delete(self, bucket: str, key: str) -> None:
+        self._path(bucket, key).unlink(missing_ok=True)
 
     def put_bytes(self, bucket: str, key: str, data: bytes) -> None:
         path = self._path(bucket, key)
@@ -385,6 +392,15 @@ class MinioStore:
     def put_file(self, bucket: str, key: str, path: Path) -> None:
         self._put(bucket, key, lambda: self.client.fput_object(bucket, key, str(path)))
 
+    def delete(self, bucket: str, key: str) -> None:
+        from minio.error import S3Error
+
+        try:
+            self._call(f"delete {bucket}/{key}", lambda: self.client.remove_object(bucket, key))
+        except S3Error as exc:
+            if exc.code not in _MISSING:
+                raise
+
     def _put(self, bucket: str, key: str, upload: Callable[[], Any]) -> None:
         from minio.error import S3Error
 
@@ -529,6 +545,17 @@ def recordings_ready(store: ObjectStore, settings: StorageSettings, day: date, n
 _DAY_KEY = re.compile(r"(?:^|/)(\d{4})/(\d{2})/(\d{2})/[^/]+$")
 
 
+def sidecar_key(key: str) -> str:
+    """Where a recording's metadata sidecar sits: beside it, its name's extension replaced by ``.json``."""
+    name = key.rsplit("/", 1)[-1]
+    return key[: -len(name)] + call_stem(name) + SIDECAR_SUFFIX
+
+
+def call_stem(name: str) -> str:
+    """A recording's file name without its extension: its call id, and its sidecar's name."""
+    return name.rsplit(".", 1)[0] if "." in name else name
+
+
 def list_recordings(store: ObjectStore, settings: StorageSettings, day: date) -> list[Recording]:
     """The day's recordings with their sidecar metadata; sidecars and markers are skipped."""
     bucket = settings.recordings_bucket
@@ -539,11 +566,10 @@ def list_recordings(store: ObjectStore, settings: StorageSettings, day: date) ->
         name = obj.key.rsplit("/", 1)[-1]
         if name.startswith(MARKER_PREFIX) or name.startswith("."):
             continue
-        stem = name.rsplit(".", 1)[0] if "." in name else name
-        sidecar_key = obj.key[: -len(name)] + stem + SIDECAR_SUFFIX
+        stem, sidecar = call_stem(name), sidecar_key(obj.key)
         if obj.key.endswith(SIDECAR_SUFFIX):
             continue  # a sidecar, or a mislabelled file that a sidecar shares a name with
-        meta = _read_sidecar(store, bucket, sidecar_key) if sidecar_key in keys else {}
+        meta = _read_sidecar(store, bucket, sidecar) if sidecar in keys else {}
         recordings.append(
             Recording(
                 recording_id=recording_id_for(bucket, obj.key, obj.etag),

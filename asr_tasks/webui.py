@@ -19,10 +19,13 @@ Content-Security-Policy (scripts and styles only with the page's own nonce),
 
 from __future__ import annotations
 
+import getpass
 import html
 import secrets
+from collections.abc import Callable
 from contextlib import ExitStack
-from datetime import timedelta
+from dataclasses import asdict
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Annotated, Any, Sequence
 from urllib.parse import urlencode
@@ -33,10 +36,13 @@ from markupsafe import Markup
 from starlette.background import BackgroundTask
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from asr_tasks.access_log import AccessLog
 from asr_tasks.artefacts import gated_key_for, redacted_audio_key, version_prefix
 from asr_tasks.config import Settings, get_settings
 from asr_tasks.index import CursorError, Filters, IndexBackendError, TranscriptIndex, open_index
 from asr_tasks.index.query import HL_CLOSE, HL_OPEN, clock
+from asr_tasks.ledger import GONE_STATES, open_ledger
+from asr_tasks.permissions import PERMISSIONS
 from asr_tasks.storage import ObjectStore, get_json, open_store
 from asr_tasks.templates import render
 
@@ -99,15 +105,30 @@ def query_filters(
     return Filters(date_from, date_to, agent, speaker, quality)
 
 
+Authorize = Callable[[str], Callable[..., str]]
+
+
+def single_user(permission: str) -> Callable[..., str]:
+    """``asr ui`` on loopback: one user, the account that started it, who may do everything."""
+    if permission not in PERMISSIONS:
+        raise ValueError(f"unknown permission {permission!r}")
+    user = getpass.getuser()
+    return lambda: user
+
+
 def create_app(
     settings: Settings | None = None,
     dependencies: Sequence[params.Depends] = (),
     index: TranscriptIndex | None = None,
     store: ObjectStore | None = None,
     allowed_hosts: Sequence[str] | None = None,
+    authorize: Authorize = single_user,
 ) -> FastAPI:
     """The search app; ``dependencies`` guard every route (Airflow passes its authentication).
 
+    ``authorize(permission)`` is a dependency that answers the signed-in user's name, or 403
+    when they lack the permission (``permissions.py``); every route asks for its own, and
+    what a user searched and played goes to the access log under that name.
     ``allowed_hosts`` (``asr ui``: the loopback names) refuses any other Host header, so a page
     on another site cannot reach this one through DNS rebinding. No schema or docs routes.
     """
@@ -115,6 +136,12 @@ def create_app(
     app = FastAPI(title="Call transcript search", dependencies=list(dependencies), docs_url=None, redoc_url=None,
                   openapi_url=None)
     state: dict[str, Any] = {"index": index, "store": store}
+    access = AccessLog(open_ledger(settings.ledger))
+    # each route's permission, as a dependency that answers the user's name (defaults, not Annotated aliases:
+    # FastAPI reads a route's annotations from the module, and these are built per app)
+    reader = Depends(authorize("read"))
+    unredacted_reader = Depends(authorize("read_unredacted"))
+    auditor = Depends(authorize("access_log"))
 
     @app.middleware("http")
     async def headers(request: Request, call_next: Any) -> Response:
@@ -139,6 +166,12 @@ def create_app(
 
     speakers = sorted({*settings.audio.channel_speakers.values(), settings.audio.mono_speaker})
 
+    def erased(recording_id: str) -> HTTPException | None:
+        """410 for a recording that was erased (the ledger's tombstone): it existed, and is gone for good."""
+        if open_ledger(settings.ledger).state(recording_id) in GONE_STATES:
+            return HTTPException(status_code=410, detail=f"recording {recording_id} was erased")
+        return None
+
     def playable(rec: dict[str, Any], store: ObjectStore) -> tuple[str, str]:
         """Where the recording's audio is played from: the redacted rendition when personal data was said in it."""
         redacted = redacted_audio_key(version_prefix(rec.get("call_date"), rec["recording_id"]))
@@ -154,6 +187,7 @@ def create_app(
     @app.get("/", response_class=HTMLResponse)
     def page(
         request: Request,
+        user: str = reader,
         q: str = "",
         date_from: str = "",
         date_to: str = "",
@@ -184,10 +218,16 @@ def create_app(
             else:
                 view.update(hits=result.hits, counts=counts, next_after=result.next_after,
                             next_query=urlencode({**form, "after": result.next_after or ""}))
+                access.append(user, "search", query=q, filters=asdict(filters),
+                              hits=sum(c.segments for c in counts) if counts else len(result.hits),
+                              detail=f"page after {after}" if after else None)
         elif recording_id:
             view["focus"] = get_index().recording(recording_id)
             if view["focus"] is None:
-                view["error"] = f"no recording {recording_id}"
+                gone = erased(recording_id)
+                view["error"], status = (gone.detail, 410) if gone else (f"no recording {recording_id}", 404)
+            else:
+                access.append(user, "read", recording_id=recording_id, detail=f"opened at {t:.1f} s")
         base = request.scope.get("root_path", "").rstrip("/") + "/"
         return HTMLResponse(render("search.html", base=base, form=form, speakers=speakers, query=q, t=t,
                                    page_size=PAGE_SIZE, clock=clock, marked=_marked, nonce=request.state.nonce,
@@ -199,6 +239,7 @@ def create_app(
         filters: Annotated[Filters, Depends(query_filters)],
         size: int = Query(PAGE_SIZE, ge=1, le=500),
         after: str | None = None,
+        user: str = reader,
     ) -> dict[str, Any]:
         """Hits as JSON (highlights as <em>), with the cursor of the next page."""
         try:
@@ -207,24 +248,54 @@ def create_app(
             raise HTTPException(status_code=400, detail=str(exc)) from exc
         except IndexBackendError as exc:
             raise HTTPException(status_code=503, detail=str(exc)) from exc
+        access.append(user, "search", query=q, filters=asdict(filters), hits=len(result.hits),
+                      detail=f"api page after {after}" if after else "api")
         return {"hits": [h.to_dict() for h in result.hits], "next_after": result.next_after}
 
     @app.get("/api/counts")
     def api_counts(q: Annotated[str, Query(max_length=MAX_QUERY_CHARS)],
-                   filters: Annotated[Filters, Depends(query_filters)]) -> list[dict[str, Any]]:
+                   filters: Annotated[Filters, Depends(query_filters)], user: str = reader) -> list[dict[str, Any]]:
         """Matching segments and recordings per agent and day."""
-        return [c.to_dict() for c in get_index().counts(q, filters)]
+        counts = get_index().counts(q, filters)
+        access.append(user, "search", query=q, filters=asdict(filters), hits=sum(c.segments for c in counts),
+                      detail="api counts")
+        return [c.to_dict() for c in counts]
 
     @app.get("/audio/{recording_id}", name="audio")
-    def audio(recording_id: str, request: Request) -> Response:
-        """The recording's audio, if the pipeline decoded it: a signed store URL when there is one, else served here."""
+    def audio(recording_id: str, request: Request, user: str = reader,
+              t: float = Query(0.0, ge=0.0, le=86400.0, allow_inf_nan=False)) -> Response:
+        """The recording as the page plays it: its redacted rendition where personal data was said in it."""
+        return serve_audio(recording_id, request, user, t, original=False)
+
+    @app.get("/audio/{recording_id}/original", name="original_audio")
+    def original_audio(recording_id: str, request: Request, user: str = unredacted_reader,
+                       t: float = Query(0.0, ge=0.0, le=86400.0, allow_inf_nan=False)) -> Response:
+        """The recording as it was uploaded, personal data and all: only with the unredacted permission."""
+        return serve_audio(recording_id, request, user, t, original=True)
+
+    @app.get("/access-log", response_class=HTMLResponse)
+    def access_log_page(request: Request, user: str = auditor, days: int = Query(7, ge=1, le=3660),
+                        who: str = "", recording: str = "") -> HTMLResponse:
+        """Who searched, played, exported, erased or held what, newest last."""
+        since = datetime.now(timezone.utc) - timedelta(days=days)
+        entries = access.entries(since=since, user=who or None, recording_id=recording or None, limit=5000)
+        base = request.scope.get("root_path", "").rstrip("/") + "/"
+        return HTMLResponse(render("access_log.html", base=base, entries=entries, days=days, who=who,
+                                   recording=recording, nonce=request.state.nonce))
+
+    def serve_audio(recording_id: str, request: Request, user: str, t: float, original: bool) -> Response:
+        """A signed store URL when there is one, else the file served here; the first request of a play is logged."""
         rec = get_index().recording(recording_id)
         if rec is None:
-            raise HTTPException(status_code=404, detail=f"no recording {recording_id}")
+            raise erased(recording_id) or HTTPException(status_code=404, detail=f"no recording {recording_id}")
         if rec.get("state") == "quarantined":
             raise HTTPException(status_code=404, detail=f"recording {recording_id} is quarantined: not served")
         store = get_store()
-        bucket, key = playable(rec, store)
+        bucket, key = (rec["bucket"], rec["key"]) if original else playable(rec, store)
+        if request.headers.get("range", "bytes=0-").startswith("bytes=0-"):  # not the browser's later ranges
+            access.append(user, "play", recording_id=recording_id,
+                          detail=f"{'original' if original else 'redacted' if key != rec['key'] else 'as uploaded'}"
+                                 f" from {t:.1f} s")
         try:
             media_type = audio_media_type(store.head(bucket, key, 16))
         except FileNotFoundError as exc:

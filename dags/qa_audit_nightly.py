@@ -8,7 +8,7 @@ The rule files are validated as a whole first: a broken rule set audits nothing.
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ PLUGINS = str(Path(__file__).resolve().parent.parent / "plugins")
 if PLUGINS not in sys.path:
     sys.path.append(PLUGINS)  # Airflow puts its plugins folder on the path; plain Python (tests, scripts) does not
 from airflow_store import task_store  # noqa: E402
+from task_defaults import default_args  # noqa: E402
 
 settings = get_settings()
 TRANSCRIPTS = Asset(TRANSCRIPTS_ASSET_URI)
@@ -31,14 +32,7 @@ TRANSCRIPTS = Asset(TRANSCRIPTS_ASSET_URI)
     start_date=datetime(2026, 1, 1),
     catchup=False,
     tags=["asr", "qa"],
-    default_args={
-        "queue": settings.airflow.default_queue,
-        "retries": settings.airflow.task_retries,
-        "retry_delay": timedelta(seconds=settings.airflow.retry_delay_seconds),
-        "retry_exponential_backoff": True,
-        "max_retry_delay": timedelta(seconds=settings.airflow.max_retry_delay_seconds),
-        "execution_timeout": timedelta(seconds=settings.airflow.task_timeout_seconds),
-    },
+    default_args=default_args(settings.airflow),
     doc_md=__doc__,
 )
 def qa_audit_nightly() -> None:

@@ -9,7 +9,7 @@ artefact bucket.
 from __future__ import annotations
 
 import sys
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -21,6 +21,7 @@ PLUGINS = str(Path(__file__).resolve().parent.parent / "plugins")
 if PLUGINS not in sys.path:
     sys.path.append(PLUGINS)  # Airflow puts its plugins folder on the path; plain Python (tests, scripts) does not
 from airflow_store import task_store  # noqa: E402
+from task_defaults import default_args  # noqa: E402
 from recordings_sensor import RecordingsReadySensor  # noqa: E402
 
 settings = get_settings()
@@ -54,14 +55,7 @@ def _name_shard(rows: list[dict[str, Any]]) -> None:
     catchup=settings.airflow.dag_catchup,
     max_active_runs=settings.airflow.dag_max_active_runs,
     tags=["asr"],
-    default_args={
-        "retries": settings.airflow.task_retries,
-        "retry_delay": timedelta(seconds=settings.airflow.retry_delay_seconds),
-        "retry_exponential_backoff": True,
-        "max_retry_delay": timedelta(seconds=settings.airflow.max_retry_delay_seconds),
-        "execution_timeout": timedelta(seconds=settings.airflow.task_timeout_seconds),
-        "queue": settings.airflow.default_queue,
-    },
+    default_args=default_args(settings.airflow),
     doc_md=__doc__,
 )
 def transcribe_daily() -> None:

@@ -3,7 +3,9 @@
 Airflow mounts a plugin's FastAPI app as it is and authenticates none of its
 routes, so the app is built with Airflow's own "authenticated user" dependency
 on every route: the browser's Airflow session cookie (or a bearer token) opens
-it, anything else gets 401.
+it, anything else gets 401. Each route then asks Airflow's auth manager for its
+own permission on the ``Call recordings`` resource (``asr_tasks/permissions.py``):
+a signed-in user without it gets 403.
 
 Every Airflow component loads the plugins folder (scheduler, DAG processor,
 workers), and only the API server serves this page; the app and Airflow's API
@@ -32,18 +34,67 @@ class LazyApp:
         await self.app(scope, receive, send)
 
 
+def airflow_permission(permission: str) -> Callable[..., str]:
+    """A dependency that answers the signed-in user's name if Airflow's auth manager grants them ``permission``."""
+    from airflow.api_fastapi.app import get_auth_manager
+    from airflow.api_fastapi.core_api.security import get_user
+    from fastapi import Depends, HTTPException
+
+    from asr_tasks.permissions import PERMISSIONS, RESOURCE
+
+    wanted = PERMISSIONS[permission]
+    signed_in = Depends(get_user)  # a default, not an annotation: this module's annotations stay strings
+
+    def check(user: Any = signed_in) -> str:
+        if not get_auth_manager().is_authorized_custom_view(method=wanted.action, resource_name=RESOURCE, user=user):
+            raise HTTPException(status_code=403, detail=f"{user.get_name()} may not {wanted.allows} "
+                                                        f"(the role {wanted.role!r} grants it)")
+        return str(user.get_name())
+
+    return check
+
+
 def build_search_app() -> Any:
     from airflow.api_fastapi.core_api.security import requires_authenticated
     from fastapi import Depends
 
     from asr_tasks.webui import create_app
 
-    return create_app(dependencies=[Depends(requires_authenticated())])
+    return create_app(dependencies=[Depends(requires_authenticated())], authorize=airflow_permission)
+
+
+def permission_views() -> list[dict[str, Any]]:
+    """Under the FAB auth manager, a view that declares the page's permissions on their resource.
+
+    FAB creates a view's resource and actions when it syncs permissions
+    (``airflow sync-perm``, and an API server's start), so the roles of
+    ``[fab] custom_roles`` can grant them. The view itself only leads to the page.
+    """
+    try:
+        from flask import redirect
+        from flask_appbuilder import BaseView, expose
+    except ImportError:  # no FAB provider: Airflow's own auth manager needs no declared resources
+        return []
+
+    from asr_tasks.permissions import PERMISSIONS, RESOURCE
+
+    class CallRecordingsView(BaseView):  # type: ignore[misc]
+        route_base = "/call-recordings"
+        class_permission_name = RESOURCE
+        base_permissions = [p.action for p in PERMISSIONS.values()]
+        default_view = "index"
+
+        @expose("/")
+        def index(self) -> Any:
+            return redirect(f"{URL_PREFIX}/")
+
+    return [{"view": CallRecordingsView()}]
 
 
 class TranscriptSearchPlugin(AirflowPlugin):
     name = "transcript_search"
     fastapi_apps = [{"app": LazyApp(build_search_app), "url_prefix": URL_PREFIX, "name": "Transcript search"}]
+    appbuilder_views = permission_views()
     # Relative to Airflow's base URL, so the link also works behind a path prefix.
     external_views = [{"name": "Transcript search", "href": f"{URL_PREFIX.lstrip('/')}/", "destination": "nav",
                        "category": "browse"}]

@@ -9,6 +9,7 @@ var/test-artefacts/search-page.png.
 from __future__ import annotations
 
 import base64
+import getpass
 import itertools
 import json
 import os
@@ -28,8 +29,10 @@ from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
 from websockets.sync.client import ClientConnection, connect
 
+from asr_tasks.access_log import AccessLog
 from asr_tasks.config import PROJECT_ROOT, Settings
 from asr_tasks.index.sqlite import SqliteIndex
+from asr_tasks.ledger import open_ledger
 from asr_tasks.models import Quarantine, Recording, Segment, Transcript, recording_id_for
 from asr_tasks.storage import LocalStore, MinioConfig, MinioStore
 from asr_tasks.webui import create_app
@@ -281,7 +284,7 @@ def served(settings: Settings, world: tuple[SqliteIndex, LocalStore]) -> Iterato
 
 
 def test_browser_search_click_and_play_from_the_hit(
-    served: tuple[str, list[dict[str, str]]], tmp_path: Path, jfk_rec: Recording
+    served: tuple[str, list[dict[str, str]]], tmp_path: Path, jfk_rec: Recording, settings: Settings
 ) -> None:
     url, audio_requests = served
     browser = Browser(tmp_path / "chromium-profile")
@@ -309,7 +312,11 @@ def test_browser_search_click_and_play_from_the_hit(
         assert player["seeked"] == pytest.approx(7.9, abs=0.01)  # the player jumped exactly to the hit's start
         assert 8.0 < player["current"] < 10.6  # and plays on from there
         assert player["duration"] == pytest.approx(11.0, abs=0.1)
-        assert player["src"] == f"{url}audio/{jfk_rec.recording_id}"
+        assert player["src"] == f"{url}audio/{jfk_rec.recording_id}?t=7.9"
+        log = [(e.user, e.action, e.query, e.recording_id, e.detail)
+               for e in AccessLog(open_ledger(settings.ledger)).entries()]
+        assert (getpass.getuser(), "search", '"your country"', None, None) in log  # who searched what, and played
+        assert (getpass.getuser(), "play", None, jfk_rec.recording_id, "as uploaded from 7.9 s") in log
         assert browser.js("document.querySelector('.hit.playing').dataset.start") == "7.900"
         assert browser.js("document.getElementById('now').textContent") == f"{JFK_KEY} at 0:07.9"
         assert any(r["range"].startswith("bytes=") for r in audio_requests)

@@ -1,0 +1,146 @@
+"""Erasing recordings: a customer's request, an expired retention period, a mistaken upload.
+
+An erasure takes an object key with every version of it: the ledger rows become
+tombstones first (state ``erasing``, who, when, why), then the index documents,
+every artefact (transcripts, PCM, renditions), the day's reports and, where
+``erase_source`` is on, the recording and its sidecar are removed, and the
+tombstones become ``erased``. Every step may run twice, so a crash halfway and a
+rerun leave nothing behind; a key under a legal hold is left alone and the hold
+is named. The ledger keeps no content of an erased recording.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+
+from asr_tasks import PIPELINE_VERSION
+from asr_tasks.access_log import AccessLog
+from asr_tasks.config import Settings
+from asr_tasks.holds import Hold, Holds
+from asr_tasks.index import TranscriptIndex
+from asr_tasks.ledger import ERASED, ERASING, SUPERSEDED, Ledger, recordings
+from asr_tasks.storage import ObjectStore, sidecar_key
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ErasureResult:
+    """What an erasure did: keys erased now, keys left alone under a hold, days whose reports were rewritten."""
+
+    erased: list[str] = field(default_factory=list)
+    held: list[tuple[str, str]] = field(default_factory=list)  # (key, the hold that keeps it)
+    days: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"erased": self.erased, "held": [{"key": k, "hold": h} for k, h in self.held], "days": self.days}
+
+
+def version_prefixes(call_date: str | None, recording_id: str) -> list[str]:
+    """Where any pipeline version (whole numbers, counted up) kept this recording version's artefacts."""
+    return [f"v{n}/{call_date or 'undated'}/{recording_id}/" for n in range(1, int(PIPELINE_VERSION) + 1)]
+
+
+def select_keys(ledger: Ledger, *, key: str | None = None, recording_id: str | None = None,
+                customer: str | None = None, before: str | None = None) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Every version (current, superseded, half-erased) of the keys chosen, by bucket and key, not yet erased.
+
+    ``key``: an object key; ``recording_id``: the key of that version; ``customer``: the
+    keys of the customer's calls; ``before``: the keys of calls before that date.
+    """
+    t = recordings
+    chosen = select(t.c.bucket, t.c.key).where(t.c.state != ERASED)
+    if key:
+        chosen = chosen.where(t.c.key == key)
+    if recording_id:
+        chosen = chosen.where(t.c.recording_id == recording_id)
+    if customer:
+        chosen = chosen.where(t.c.customer_id == customer)
+    if before:
+        chosen = chosen.where(t.c.call_date < before)
+    if not (key or recording_id or customer or before):
+        raise ValueError("an erasure names what it erases: a key, a recording, a customer or a date")
+    return versions_of(ledger, chosen.distinct())
+
+
+def versions_of(ledger: Ledger, keys_query: Any) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The not yet erased versions of the keys a (bucket, key) query selects, grouped by key."""
+    t = recordings
+    keys = keys_query.subquery()
+    query = (select(t).join(keys, (t.c.bucket == keys.c.bucket) & (t.c.key == keys.c.key))
+             .where(t.c.state != ERASED).order_by(t.c.bucket, t.c.key, t.c.sensed_at))
+    grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    with ledger.engine.connect() as db:
+        for row in db.execute(query):
+            grouped.setdefault((row.bucket, row.key), []).append(dict(row._mapping))
+    return grouped
+
+
+class Eraser:
+    """Erases keys with everything they left behind, and rewrites the reports of the days it touched."""
+
+    def __init__(self, settings: Settings, ledger: Ledger, store: ObjectStore, index: TranscriptIndex,
+                 access: AccessLog) -> None:
+        self.settings, self.ledger, self.store, self.index, self.access = settings, ledger, store, index, access
+        self.holds = Holds(ledger, access)
+
+    def erase(self, keys: dict[tuple[str, str], list[dict[str, Any]]], why: str, user: str) -> ErasureResult:
+        if not why.strip():
+            raise ValueError("an erasure needs a reason (--why)")
+        result = ErasureResult()
+        active = self.holds.listed()
+        touched: dict[str, set[str]] = {}
+        for (bucket, key), versions in keys.items():
+            hold = self._hold(versions, active)
+            if hold is not None:
+                result.held.append((key, hold.describe()))
+                log.info("%s/%s: not erased, %s", bucket, key, hold.describe())
+                continue
+            self._erase_key(bucket, key, versions, why, user)
+            result.erased.append(key)
+            for row in versions:
+                touched.setdefault(row["call_date"] or "undated", set()).add(row["recording_id"])
+        for day, ids in sorted(touched.items()):
+            self._rewrite_reports(day, ids)
+            result.days.append(day)
+        return result
+
+    def _hold(self, versions: list[dict[str, Any]], active: list[Hold]) -> Hold | None:
+        return next((h for row in versions if (h := self.holds.holding(row, active)) is not None), None)
+
+    def _erase_key(self, bucket: str, key: str, versions: list[dict[str, Any]], why: str, user: str) -> None:
+        ids = [row["recording_id"] for row in versions]
+        self.ledger.erasing(ids, user, why)
+        self.index.delete_recording(bucket, key)
+        artefacts = self.settings.storage.artefacts_bucket
+        for row in versions:
+            for prefix in version_prefixes(row["call_date"], row["recording_id"]):
+                for item in list(self.store.list_keys(artefacts, prefix)):
+                    self.store.delete(artefacts, item.key)
+        if self.settings.storage.erase_source:
+            self.store.delete(bucket, key)
+            self.store.delete(bucket, sidecar_key(key))
+        current = next((row["recording_id"] for row in reversed(versions) if row["state"] != SUPERSEDED), ids[-1])
+        self.access.append(user, "erase", recording_id=current, detail=f"{bucket}/{key}: {why}")
+        self.ledger.erased(ids)
+
+    def _rewrite_reports(self, day: str, recording_ids: set[str]) -> None:
+        """The day's quality reports without the erased recordings, and its QA audit run again without them."""
+        from asr_tasks import quality
+        from asr_tasks.audit import load_rules, run_audit
+
+        bucket = self.settings.storage.artefacts_bucket
+        quality.drop_from_reports(recording_ids, day, self.store, bucket, self.settings.quality)
+        if self.store.exists(bucket, f"reports/qa/{day}/qa-audit.json"):
+            run_audit(day, load_rules(self.settings.quality.path("qa_rules_dir")), self.index, self.store,
+                      self.settings)
+
+
+def unfinished(ledger: Ledger) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Keys whose erasure began and did not end (a crash): a rerun finishes them."""
+    t = recordings
+    return versions_of(ledger, select(t.c.bucket, t.c.key).where(t.c.state == ERASING).distinct())
