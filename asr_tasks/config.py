@@ -21,7 +21,7 @@ import os
 from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, get_args, get_type_hints
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import yaml
 from pydantic import ConfigDict, ValidationError, field_validator
@@ -301,7 +301,7 @@ def _from_text(key: str, raw: str) -> Any:
     kind = _field_types(SECTION_OF[key])[key]
     if type(None) in get_args(kind) and raw.strip().lower() in NONE_WORDS:
         return None
-    if kind == dict[str, str]:
+    if get_origin(kind) is dict:
         try:
             return json.loads(raw)
         except json.JSONDecodeError as exc:

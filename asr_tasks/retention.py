@@ -47,13 +47,16 @@ def rule_for(bucket: str, key: str, rules: dict[str, int]) -> tuple[str, int] | 
 
 def expired_batch(ledger: Ledger, rules: dict[str, int], today: date, after: tuple[str, str] | None,
                   size: int) -> list[tuple[str, str]]:
-    """The next ``size`` keys (in order, after ``after``) whose retention ended before ``today``."""
+    """The next ``size`` keys (in order, after ``after``) whose retention ended by ``today``.
+
+    A call of the 1st kept 3 days is kept the 1st, 2nd and 3rd, and erased from the 4th.
+    """
     t = recordings
     found: set[tuple[str, str]] = set()
     for where, days in rules.items():
         bucket, prefix = where.split("/", 1)
         cutoff = (today - timedelta(days=days)).isoformat()
-        query = (select(t.c.bucket, t.c.key).where(t.c.bucket == bucket, t.c.state != ERASED, t.c.call_date < cutoff)
+        query = (select(t.c.bucket, t.c.key).where(t.c.bucket == bucket, t.c.state != ERASED, t.c.call_date <= cutoff)
                  .where(t.c.key.startswith(prefix, autoescape=True)).distinct()
                  .order_by(t.c.bucket, t.c.key).limit(size))
         if after is not None:

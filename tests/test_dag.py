@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import re
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -233,3 +236,83 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "state=success" in log, log[-5000:]
     assert "Returned value was: {}" in log  # the index step: nothing to count
+
+    # Records management on the day's output: a hold, an erasure, an erasure killed halfway, retention.
+    records_management(tmp_path, env, status)
+
+
+def traces(tmp_path: Path, rid: str, key: str) -> list[str]:
+    """Where a recording (by its id, its key or its words) still shows: artefacts, reports, index, source."""
+    found = []
+    for path in (tmp_path / "store").rglob("*"):
+        if path.is_file() and path.suffix != ".pcm":
+            text = path.read_text(errors="replace")
+            if rid in str(path) or rid in text or key in text:
+                found.append(str(path.relative_to(tmp_path)))
+    with sqlite3.connect(tmp_path / "index.sqlite") as conn:
+        for table in ("segments", "recordings", "findings"):
+            if conn.execute(f"SELECT count(*) FROM {table} WHERE recording_id = ?", (rid,)).fetchone()[0]:
+                found.append(f"index {table}")
+    return found
+
+
+def records_management(tmp_path: Path, env: dict[str, str], status: dict[str, Any]) -> None:
+    asr, airflow = str(BIN / "asr"), str(BIN / "airflow")
+    ids = {r["key"].rsplit("/", 1)[-1]: r["recording_id"] for r in status["recordings"]}
+    keys = {r["key"].rsplit("/", 1)[-1]: r["key"] for r in status["recordings"]}
+    held, erased = "call_0005_jfk.flac", "call_0001.wav"
+    assert traces(tmp_path, ids[erased], keys[erased])  # before: everywhere
+
+    proc = run([asr, "hold", "--key", keys[held], "--why", "litigation 2026-17"], env)
+    assert proc.returncode == 0 and "legal hold 1" in proc.stdout, proc.stderr
+    proc = run([asr, "erase", "--key", keys[erased], "--why", "the customer asked (ticket 4411)"], env)
+    assert proc.returncode == 0 and f"erased   {keys[erased]}" in proc.stdout, proc.stderr
+    assert traces(tmp_path, ids[erased], keys[erased]) == []  # index, artefacts, reports, source: nothing left
+    minimum = json.loads(run([asr, "search", "minimum deposit", "--json"], env).stdout)
+    assert minimum == []  # call_0001's words are no longer found
+    proc = run([asr, "erase", "--key", keys[held], "--why", "tidying up"], env)
+    assert proc.returncode == 1 and "legal hold 1 on key" in proc.stdout  # held: left alone, the hold named
+    report = json.loads((tmp_path / "store" / "asr-artefacts" / "reports" / "qa" / DAY / "qa-audit.json").read_text())
+    assert erased not in json.dumps(report) and any(held in f["key"] for f in report["findings"])
+
+    # SIGKILL while the whole day is erased; the rerun finishes it and touches nothing else.
+    held_files = {p: p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file() and ids[held] in str(p)}
+    day_erase = [asr, "erase", "--before", "2026-11-28", "--why", "closing the day"]
+    proc = subprocess.Popen(day_erase, env=env, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        with sqlite3.connect(tmp_path / "ledger.sqlite") as conn:
+            started = conn.execute("SELECT count(*) FROM recording_ledger WHERE state IN ('erasing', 'erased')"
+                                   " AND key != ?", (keys[erased],)).fetchone()[0]
+        if started:
+            proc.kill()
+            break
+        time.sleep(0.005)
+    proc.wait(timeout=60)
+    assert proc.returncode == -9, "the erasure ended before it could be killed"
+    with sqlite3.connect(tmp_path / "ledger.sqlite") as conn:
+        states = dict(conn.execute("SELECT key, state FROM recording_ledger WHERE key != ?", (keys[held],)).fetchall())
+    assert set(states.values()) - {"erased"}, states  # cut short: some not erased yet
+    proc = run(day_erase, env)
+    assert proc.returncode == 1 and "legal hold 1" in proc.stdout, proc.stdout + proc.stderr
+    for name, rid in ids.items():
+        if name != held:
+            assert traces(tmp_path, rid, keys[name]) == [], name
+    assert {p: p.read_bytes() for p in (tmp_path / "store").rglob("*")
+            if p.is_file() and ids[held] in str(p)} == held_files  # the held call untouched
+    rows = json.loads(run([asr, "status", "--json"], env).stdout)["recordings"]
+    assert {r["key"]: r["state"] for r in rows if r["key"] != keys[held]} == {
+        k: "erased" for n, k in keys.items() if n != held}
+    assert all(r["reason"] for r in rows if r["state"] == "erased")  # who and why on every tombstone
+
+    # The retention DAG keeps the held call; released, the next run erases it.
+    retention = {**env, "ASR_RETENTION_DAYS": json.dumps({"recordings/calls/": 30})}
+    proc = run([airflow, "dags", "test", "retention", "2027-01-15"], retention)
+    assert proc.returncode == 0 and "'erased': 0, 'held': 1" in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    assert run([asr, "release", "1", "--why", "case closed"], env).returncode == 0
+    proc = run([airflow, "dags", "test", "retention", "2027-01-16"], retention)
+    assert proc.returncode == 0 and "'erased': 1, 'held': 0" in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    assert traces(tmp_path, ids[held], keys[held]) == []
+    log = json.loads(run([asr, "access-log", "--json"], env).stdout)
+    assert [e["action"] for e in log if e["action"] in ("hold", "release")] == ["hold", "release"]
+    assert {e["user"] for e in log if e["action"] == "erase"} == {getpass.getuser(), "retention"}

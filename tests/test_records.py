@@ -1,0 +1,227 @@
+"""Records management: the append-only access log, legal holds, erasure with tombstones, retention, and the
+search page's permissions and answers for erased recordings."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from fastapi import HTTPException
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
+
+from asr_tasks.access_log import AccessLog
+from asr_tasks.config import PROJECT_ROOT, Settings
+from asr_tasks.erasure import Eraser, select_keys
+from asr_tasks.holds import HoldError, Holds
+from asr_tasks.index.sqlite import SqliteIndex
+from asr_tasks.ledger import ERASED, Ledger, open_ledger
+from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
+from asr_tasks.permissions import PERMISSIONS, fab_custom_roles
+from asr_tasks.retention import rule_for, run_retention
+from asr_tasks.storage import LocalStore, put_json, sidecar_key
+from asr_tasks.webui import create_app
+
+DAY = "2026-11-27"
+
+
+def recording(name: str, customer: str = "CU-1", agent: str = "AG-1", day: str = DAY) -> Recording:
+    key = f"calls/{day.replace('-', '/')}/{name}"
+    return Recording(recording_id_for("recordings", key, "e1"), "recordings", key, "e1", 10, name.split(".")[0], day,
+                     agent_id=agent, customer_id=customer)
+
+
+def test_the_access_log_cannot_be_changed_on_sqlite(tmp_path: Path) -> None:
+    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    log = AccessLog(ledger)
+    log.append("auditor", "search", query="保证收益", filters={"agent": "AG-1", "speaker": None}, hits=3)
+    log.append("auditor", "play", recording_id="r1", detail="redacted from 16.0 s")
+    assert [(e.user, e.action, e.query, e.filters, e.hits) for e in log.entries()] == [
+        ("auditor", "search", "保证收益", {"agent": "AG-1"}, 3), ("auditor", "play", None, None, None)]
+    for sql in ("UPDATE access_log SET user = 'someone else'", "DELETE FROM access_log"):
+        with pytest.raises(DBAPIError, match="append-only"), ledger.engine.begin() as db:
+            db.execute(text(sql))
+    assert len(AccessLog(Ledger(ledger.url)).entries()) == 2  # reopened: the rows and the guard stay
+    with pytest.raises(DBAPIError, match="append-only"), Ledger(ledger.url).engine.begin() as db:
+        db.execute(text("DELETE FROM access_log"))
+    assert not hasattr(log, "delete") and not hasattr(log, "update")
+
+
+def test_on_postgresql_the_pipeline_role_may_only_insert_and_select(postgres_server: str) -> None:
+    import psycopg2
+
+    name = f"asr_pipeline_{secrets.token_hex(4)}"
+    admin = psycopg2.connect(postgres_server)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE ROLE \"{name}\" LOGIN PASSWORD 'pw'")
+        cur.execute(f'CREATE DATABASE "{name}" OWNER "{name}"')
+    try:
+        url = make_url(postgres_server).set(username=name, password="pw", database=name)
+        ledger = Ledger(url.render_as_string(hide_password=False))  # the pipeline's role creates the schema
+        log = AccessLog(ledger)
+        log.append("auditor", "play", recording_id="r1")
+        for sql in ("UPDATE access_log SET \"user\" = 'x'", "DELETE FROM access_log", "TRUNCATE access_log"):
+            with pytest.raises(DBAPIError, match="permission denied"), ledger.engine.begin() as db:
+                db.execute(text(sql))
+        superuser = Ledger(make_url(postgres_server).set(database=name).render_as_string(hide_password=False))
+        with pytest.raises(DBAPIError, match="append-only"), superuser.engine.begin() as db:
+            db.execute(text("DELETE FROM access_log"))  # not even the database's superuser, by accident
+        assert [e.recording_id for e in log.entries()] == ["r1"]
+        superuser.engine.dispose()
+        ledger.engine.dispose()
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            cur.execute(f'DROP ROLE IF EXISTS "{name}"')
+        admin.close()
+
+
+def test_holds_cover_keys_agents_customers_and_days(tmp_path: Path) -> None:
+    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    holds = Holds(ledger, AccessLog(ledger))
+    by_key = holds.place("key", "litigation 17", "officer", value="calls/2026/11/27/a.wav")
+    holds.place("customer", "complaint 9", "officer", value="CU-7")
+    days = holds.place("dates", "regulator's review", "officer", date_from="2026-11-01", date_to="2026-11-15")
+    row = {"key": "calls/2026/11/20/b.wav", "agent_id": "AG-1", "customer_id": "CU-1", "call_date": "2026-11-20"}
+    assert holds.holding(row) is None
+    assert holds.holding({**row, "customer_id": "CU-7"}).why == "complaint 9"  # type: ignore[union-attr]
+    assert holds.holding({**row, "call_date": "2026-11-15"}) == days
+    assert holds.holding({**row, "key": "calls/2026/11/27/a.wav"}) == by_key
+    released = holds.release(by_key.id, "case closed", "officer")
+    assert not released.active and released.release_why == "case closed"
+    assert [h.id for h in holds.listed()] == [2, 3] and len(holds.listed(include_released=True)) == 3
+    with pytest.raises(HoldError, match="released already"):
+        holds.release(by_key.id, "again", "officer")
+    with pytest.raises(HoldError, match="needs a reason"):
+        holds.place("agent", " ", "officer", value="AG-1")
+    with pytest.raises(HoldError, match="after --to"):
+        holds.place("dates", "x", "officer", date_from="2026-12-02", date_to="2026-12-01")
+    assert [e.action for e in AccessLog(ledger).entries()] == ["hold", "hold", "hold", "release"]
+
+
+@pytest.fixture
+def day(settings: Settings, jfk: Path) -> tuple[LocalStore, SqliteIndex, list[Recording]]:
+    """Three recordings of a day, sensed, transcribed into artefacts, indexed and reported."""
+    from asr_tasks import quality
+    from asr_tasks.pipeline import artefact_prefix
+
+    store = LocalStore(settings.storage.path("store_root"))
+    index = SqliteIndex(settings.index.path("index_path"))
+    recs = [recording("a.flac", customer="CU-1"), recording("b.flac", customer="CU-2"),
+            recording("c.flac", customer="CU-2", day="2026-11-28")]
+    open_ledger(settings.ledger).sensed(recs, "m", "2")
+    rows = []
+    for n, rec in enumerate(recs):
+        store.put_file("recordings", rec.key, jfk)
+        store.put_bytes("recordings", sidecar_key(rec.key), json.dumps({"customer_id": rec.customer_id}).encode())
+        transcript = Transcript(rec, 11.0, [Segment(rec.recording_id, 0, "agent", 1.0, 3.0, f"secret words {n}")],
+                                "en", "m", "2")
+        put_json(store, settings.storage.artefacts_bucket, f"{artefact_prefix(rec)}/gated.m.json",
+                 transcript.to_dict())
+        store.put_bytes(settings.storage.artefacts_bucket, f"{artefact_prefix(rec)}/ch0.pcm", b"\0" * 64)
+        index.replace_recording(transcript)
+        rows.append({"recording_id": rec.recording_id, "key": rec.key, "call_date": rec.call_date,
+                     "quality": "pass", "quality_failures": "", "state": "indexed", "reason": ""})
+    quality.write_reports(rows, store, settings.storage.artefacts_bucket, settings.quality, "m")
+    return store, index, recs
+
+
+def test_erasing_a_customer_leaves_a_tombstone_and_nothing_of_the_calls(
+    settings: Settings, day: tuple[LocalStore, SqliteIndex, list[Recording]]
+) -> None:
+    from asr_tasks.pipeline import artefact_prefix
+
+    store, index, recs = day
+    ledger = open_ledger(settings.ledger)
+    access = AccessLog(ledger)
+    eraser = Eraser(settings, ledger, store, index, access)
+    Holds(ledger, access).place("key", "litigation 17", "officer", value=recs[2].key)
+    result = eraser.erase(select_keys(ledger, customer="CU-2"), "the customer asked (ticket 4411)", "officer")
+    assert result.erased == [recs[1].key] and [k for k, _ in result.held] == [recs[2].key]
+    assert "legal hold 1 on key" in result.held[0][1]
+    bucket = settings.storage.artefacts_bucket
+    assert not list(store.list_keys(bucket, artefact_prefix(recs[1]))) and not store.exists("recordings", recs[1].key)
+    assert not store.exists("recordings", sidecar_key(recs[1].key))
+    assert index.recording(recs[1].recording_id) is None and not index.segments(recs[1].recording_id)
+    assert [h.key for h in index.search("secret")] == sorted([recs[0].key, recs[2].key])
+    report = " ".join(store.get_bytes(bucket, k.key).decode() for k in store.list_keys(bucket, "v2/2026-11-27/quality"))
+    assert recs[1].recording_id not in report and recs[1].key not in report and recs[0].key in report
+    tomb = next(r for r in ledger.rows() if r["recording_id"] == recs[1].recording_id)
+    assert (tomb["state"], tomb["erased_by"], tomb["reason"]) == (ERASED, "officer", "the customer asked (ticket 4411)")
+    assert tomb["segments"] is None and tomb["erased_at"]
+    assert [(e.action, e.recording_id) for e in access.entries(actions=("erase",))] == [("erase", recs[1].recording_id)]
+
+    # Idempotent: the same erasure again finds nothing left to erase; sensing the key again does not bring it back.
+    assert select_keys(ledger, customer="CU-2").keys() == {("recordings", recs[2].key)}
+    ledger.sensed([recs[1]], "m", "2")
+    assert ledger.state(recs[1].recording_id) == ERASED
+
+    client = TestClient(create_app(settings, index=index, store=store))
+    assert client.get(f"/audio/{recs[1].recording_id}").status_code == 410
+    assert client.get("/", params={"recording_id": recs[1].recording_id}).status_code == 410
+    assert client.get(f"/audio/{recs[0].recording_id}").status_code == 200
+
+
+def test_retention_erases_what_expired_in_batches_except_what_is_held(
+    settings: Settings, day: tuple[LocalStore, SqliteIndex, list[Recording]]
+) -> None:
+    store, index, recs = day
+    assert rule_for("recordings", "calls/2026/x.wav", {"recordings/": 10, "recordings/calls/": 30}) == (
+        "recordings/calls/", 30)
+    ledger = open_ledger(settings.ledger)
+    access = AccessLog(ledger)
+    Holds(ledger, access).place("customer", "case 5", "officer", value="CU-1")  # a.flac
+    rules = settings.override(retention_days={"recordings/calls/": 3}, retention_batch=1)
+    assert run_retention(rules, date(2026, 11, 29), ledger, store, index, access).erased == 0  # kept 27th-29th
+    assert run_retention(rules, date(2026, 11, 30), ledger, store, index, access).to_dict() == {
+        "finished": 0, "erased": 1, "held": 1, "batches": 2}  # the 27th's two, one held; the 28th's still kept
+    assert run_retention(rules, date(2026, 12, 31), ledger, store, index, access).to_dict() == {
+        "finished": 0, "erased": 1, "held": 1, "batches": 2}
+    assert {r["key"]: r["state"] for r in ledger.rows()} == {recs[0].key: "sensed", recs[1].key: ERASED,
+                                                              recs[2].key: ERASED}
+    assert index.recording(recs[0].recording_id) is not None  # the held call survives retention
+    assert all(e.user == "retention" and "kept 3 days" in str(e.detail) for e in access.entries(actions=("erase",)))
+
+
+def test_every_route_asks_for_its_own_permission(settings: Settings,
+                                                 day: tuple[LocalStore, SqliteIndex, list[Recording]]) -> None:
+    store, index, recs = day
+
+    def granting(*allowed: str) -> Callable[[str], Callable[..., str]]:
+        def authorize(permission: str) -> Callable[..., str]:
+            def check() -> str:
+                if permission not in allowed:
+                    raise HTTPException(status_code=403, detail=f"may not {PERMISSIONS[permission].allows}")
+                return "viewer"
+            return check
+        return authorize
+
+    rid = recs[0].recording_id
+    routes = {"page": ("/", {"q": "secret"}), "api": ("/api/search", {"q": "secret"}),
+              "counts": ("/api/counts", {"q": "secret"}), "audio": (f"/audio/{rid}", {}),
+              "original": (f"/audio/{rid}/original", {}), "log": ("/access-log", {})}
+    expected = {"read": {"page", "api", "counts", "audio"}, "read_unredacted": {"original"}, "access_log": {"log"}}
+    for permission, allowed in expected.items():
+        client = TestClient(create_app(settings, index=index, store=store, authorize=granting(permission)))
+        answers = {name: client.get(url, params=params).status_code for name, (url, params) in routes.items()}
+        assert answers == {name: 200 if name in allowed else 403 for name in routes}, permission
+    entries = AccessLog(open_ledger(settings.ledger)).entries()
+    assert {(e.user, e.action) for e in entries} == {("viewer", "search"), ("viewer", "play")}
+    assert any(e.detail == "original from 0.0 s" for e in entries)
+
+
+def test_the_roles_are_one_per_permission() -> None:
+    roles = json.loads(fab_custom_roles())
+    assert len(roles) == len(PERMISSIONS) and all(len(perms) == 1 for perms in roles.values())
+    proc = subprocess.run([sys.executable, "-m", "asr_tasks.cli", "roles", "--table"], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "Call Access Auditor" in proc.stdout, proc.stderr
