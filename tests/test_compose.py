@@ -356,3 +356,15 @@ def test_the_stack_waits_for_a_day_to_be_complete() -> None:
         storage = service_settings(service).storage
         assert storage.ready_check == "marker" or storage.ready_quiet_seconds >= 900, name
         assert storage.resense_days >= 1, name
+
+
+def test_the_stack_signs_in_through_fab_and_creates_the_search_pages_roles() -> None:
+    """FAB's auth manager everywhere; airflow-init declares the page's resource, then its roles, then the admin."""
+    for name, service in airflow_services().items():
+        env = environment(service)
+        assert env["AIRFLOW__CORE__AUTH_MANAGER"].endswith("fab_auth_manager.FabAuthManager"), name
+        assert env["AIRFLOW__FAB__CONFIG_FILE"] == "/opt/asr/include/airflow/webserver_config.py", name
+    script = command_args(SERVICES["airflow-init"])[-1]
+    steps = [line.strip() for line in script.splitlines() if "sync-perm" in line or "users create" in line]
+    assert steps[0] == "airflow sync-perm" and steps[1] == 'AIRFLOW__FAB__CUSTOM_ROLES="$$(asr roles)" airflow sync-perm'
+    assert "--role Admin" in steps[2]

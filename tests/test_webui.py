@@ -15,10 +15,12 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
@@ -187,6 +189,99 @@ def test_airflow_plugin_mounts_the_page_behind_airflows_login(
     assert (result["anonymous"], result["audio_anonymous"]) == (401, 401)
     assert (result["signed_in"], result["audio"]) == (200, 206)
     assert '<base href="/search/">' in result["page"] and "ask not what your <mark>country</mark>" in result["page"]
+
+
+FAB_USERS = {"alice": ["Call Reader"], "bob": ["Call Access Auditor", "Call Unredacted Reader"]}
+
+
+def test_the_fab_auth_manager_grants_each_route_by_role(
+    tmp_path: Path, settings: Settings, world: tuple[SqliteIndex, LocalStore], jfk_rec: Recording
+) -> None:
+    """The real API server under Airflow's FAB auth manager: roles made by ``airflow-init``'s steps, two users."""
+    from services import free_port
+
+    home, port = tmp_path / "airflow", free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "ASR_"))}
+    env.update({
+        "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__AUTH_MANAGER": "airflow.providers.fab.auth_manager.fab_auth_manager.FabAuthManager",
+        "AIRFLOW__FAB__CONFIG_FILE": str(PROJECT_ROOT / "include" / "airflow" / "webserver_config.py"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(tmp_path / "no-dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__API_AUTH__JWT_SECRET": "a-test-secret-that-is-long-enough-for-hs512-signatures-0123456789",
+        "AIRFLOW__API__SECRET_KEY": "a-test-secret-for-the-session-cookie-0123456789",
+        "ASR_INDEX_PATH": str(settings.index.path("index_path")),
+        "ASR_STORE_ROOT": str(settings.storage.path("store_root")),
+        "ASR_LEDGER_URL": settings.ledger.ledger_url,
+    })
+    home.mkdir()
+    roles = subprocess.run([sys.executable, "-m", "asr_tasks.cli", "roles"], env=env, capture_output=True, text=True,
+                           timeout=120, check=True).stdout.strip()
+    steps = [["airflow", "db", "migrate"], ["airflow", "sync-perm"],  # the page's resource, from the plugin's view
+             ["env", f"AIRFLOW__FAB__CUSTOM_ROLES={roles}", "airflow", "sync-perm"]]  # then its roles
+    for user, (first, *more) in FAB_USERS.items():
+        steps.append(["airflow", "users", "create", "--username", user, "--password", f"{user}-pw", "--role", first,
+                      "--firstname", user, "--lastname", "Test", "--email", f"{user}@example.invalid"])
+        steps += [["airflow", "users", "add-role", "-u", user, "-r", role] for role in more]
+    for step in steps:
+        proc = subprocess.run(step, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert proc.returncode == 0, f"{step}: {proc.stdout[-2000:]}{proc.stderr[-3000:]}"
+    server = subprocess.Popen(["airflow", "api-server", "--port", str(port)], env=env, cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/api/v2/monitor/health", timeout=5):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    pytest.fail(f"the API server did not come up (exit {server.poll()})")
+                time.sleep(0.5)
+
+        def get(path: str, token: str | None) -> int:
+            request = urllib.request.Request(f"{base}{path}", headers={"Authorization": f"Bearer {token}"}
+                                             if token else {})
+            try:
+                with urllib.request.urlopen(request, timeout=30) as answer:
+                    return int(answer.status)
+            except urllib.error.HTTPError as exc:
+                return exc.code
+
+        tokens = {}
+        for user in FAB_USERS:
+            request = urllib.request.Request(f"{base}/auth/token", method="POST", headers={
+                "Content-Type": "application/json"}, data=json.dumps({"username": user,
+                                                                      "password": f"{user}-pw"}).encode())
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                tokens[user] = json.load(answer)["access_token"]
+        rid = jfk_rec.recording_id
+        routes = {"search page": "/search/?q=country", "search api": "/search/api/search?q=country",
+                  "play": f"/search/audio/{rid}?t=3.5", "play original": f"/search/audio/{rid}/original",
+                  "access log": "/search/access-log"}
+        answers = {user: {name: get(path, token) for name, path in routes.items()} for user, token in tokens.items()}
+        assert answers == {
+            "alice": {"search page": 200, "search api": 200, "play": 200, "play original": 403, "access log": 403},
+            "bob": {"search page": 403, "search api": 403, "play": 403, "play original": 200, "access log": 200},
+        }
+        assert {name: get(path, None) for name, path in routes.items()} == dict.fromkeys(routes, 401)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=60)
+    log = [(e.user, e.action, e.recording_id, e.query, e.detail)
+           for e in AccessLog(open_ledger(settings.ledger)).entries()]
+    assert ("alice", "search", None, "country", None) in log and ("alice", "search", None, "country", "api") in log
+    assert ("alice", "play", rid, None, "as uploaded from 3.5 s") in log
+    assert ("bob", "play", rid, None, "original from 0.0 s") in log
+    assert {user for user, *_ in log} == {"alice", "bob"}  # and nobody else: a refused request logs nothing
+    excerpt = "\n".join(f"{e.at}  {e.user:<6} {e.action:<6} {e.recording_id or ''} {e.query or ''} {e.detail or ''}"
+                        for e in AccessLog(open_ledger(settings.ledger)).entries())
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTEFACTS / "access-log-excerpt.txt").write_text(excerpt + "\n")
 
 
 class Browser:
