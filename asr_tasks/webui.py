@@ -33,12 +33,15 @@ from urllib.parse import urlencode
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, params
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from markupsafe import Markup
+from pydantic import BaseModel, ConfigDict
 from starlette.background import BackgroundTask
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from asr_tasks.access_log import AccessLog
-from asr_tasks.artefacts import gated_key_for, redacted_audio_key, version_prefix
+from asr_tasks.artefacts import gated_key_for, redacted_audio_key, unredacted_key_for, version_prefix
 from asr_tasks.config import Settings, get_settings
+from asr_tasks.erasure import Eraser, select_keys
+from asr_tasks.holds import HoldError, Holds, Scope
 from asr_tasks.index import CursorError, Filters, IndexBackendError, TranscriptIndex, open_index
 from asr_tasks.index.query import HL_CLOSE, HL_OPEN, clock
 from asr_tasks.ledger import GONE_STATES, open_ledger
@@ -94,6 +97,33 @@ def audio_response(path: Path, media_type: str, resources: ExitStack) -> Respons
     return FileResponse(path, media_type=media_type, background=BackgroundTask(resources.close))
 
 
+class HoldRequest(BaseModel):
+    """A legal hold placed from the page's API: what it covers, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+    scope: Scope
+    value: str | None = None
+    date_from: str | None = None
+    date_to: str | None = None
+    why: str
+
+
+class Reason(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    why: str
+
+
+class EraseRequest(BaseModel):
+    """An erasure asked through the page's API: one of key, recording, customer or before, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+    key: str | None = None
+    recording_id: str | None = None
+    customer: str | None = None
+    before: str | None = None
+    why: str
+
+
 def query_filters(
     date_from: str | None = None,
     date_to: str | None = None,
@@ -142,6 +172,7 @@ def create_app(
     reader = Depends(authorize("read"))
     unredacted_reader = Depends(authorize("read_unredacted"))
     auditor = Depends(authorize("access_log"))
+    records_officer = Depends(authorize("erase_hold"))
 
     @app.middleware("http")
     async def headers(request: Request, call_next: Any) -> Response:
@@ -282,6 +313,53 @@ def create_app(
         base = request.scope.get("root_path", "").rstrip("/") + "/"
         return HTMLResponse(render("access_log.html", base=base, entries=entries, days=days, who=who,
                                    recording=recording, nonce=request.state.nonce))
+
+    @app.get("/api/recordings/{recording_id}/unredacted")
+    def unredacted(recording_id: str, user: str = unredacted_reader) -> dict[str, Any]:
+        """The transcript as it was before masking, where ``keep_unredacted`` kept it: never indexed, read here only."""
+        rec = get_index().recording(recording_id)
+        if rec is None:
+            raise erased(recording_id) or HTTPException(status_code=404, detail=f"no recording {recording_id}")
+        key = unredacted_key_for(version_prefix(rec.get("call_date"), recording_id), str(rec.get("model")))
+        if not get_store().exists(settings.storage.artefacts_bucket, key):
+            raise HTTPException(status_code=404, detail=f"recording {recording_id}: no unredacted transcript is "
+                                                        "kept (keep_unredacted)")
+        access.append(user, "read", recording_id=recording_id, detail="unredacted transcript")
+        return get_json(get_store(), settings.storage.artefacts_bucket, key)
+
+    @app.get("/api/holds")
+    def list_holds(include_released: bool = False, user: str = records_officer) -> list[dict[str, Any]]:
+        return [h.to_dict() for h in holds().listed(include_released=include_released)]
+
+    @app.post("/api/holds", status_code=201)
+    def place_hold(body: HoldRequest, user: str = records_officer) -> dict[str, Any]:
+        """A legal hold: nothing erases what it covers until it is released."""
+        try:
+            return holds().place(body.scope, body.why, user, value=body.value, date_from=body.date_from,
+                                 date_to=body.date_to).to_dict()
+        except HoldError as exc:
+            raise HTTPException(status_code=400, detail=str(exc)) from exc
+
+    @app.post("/api/holds/{hold_id}/release")
+    def release_hold(hold_id: int, body: Reason, user: str = records_officer) -> dict[str, Any]:
+        try:
+            return holds().release(hold_id, body.why, user).to_dict()
+        except HoldError as exc:
+            raise HTTPException(status_code=400, detail=str(exc)) from exc
+
+    @app.post("/api/erase")
+    def erase(body: EraseRequest, user: str = records_officer) -> dict[str, Any]:
+        """Erase every version of the chosen keys (``asr erase``); held keys are left and their holds named."""
+        ledger = open_ledger(settings.ledger)
+        try:
+            keys = select_keys(ledger, key=body.key, recording_id=body.recording_id, customer=body.customer,
+                               before=body.before)
+            return Eraser(settings, ledger, get_store(), get_index(), access).erase(keys, body.why, user).to_dict()
+        except ValueError as exc:
+            raise HTTPException(status_code=400, detail=str(exc)) from exc
+
+    def holds() -> Holds:
+        return Holds(open_ledger(settings.ledger), access)
 
     def serve_audio(recording_id: str, request: Request, user: str, t: float, original: bool) -> Response:
         """A signed store URL when there is one, else the file served here; the first request of a play is logged."""

@@ -241,6 +241,14 @@ def test_a_kept_unredacted_transcript_stays_apart_and_is_what_a_new_policy_masks
     for key in (gated_key(prefix, kept), transcript_key(prefix, kept)):
         assert not CARD.search(said(store.get_bytes(bucket, key))), key
     assert "[CARD ****1111]" in " ".join(s.text for s in index.segments(rid))
+    from fastapi.testclient import TestClient
+
+    from asr_tasks.webui import create_app
+
+    page = TestClient(create_app(kept, index=index, store=store))  # a privileged path reads it, and is logged
+    answer = page.get(f"/api/recordings/{rid}/unredacted")
+    assert answer.status_code == 200 and CARD.search(said(answer.content))
+    assert not CARD.search(page.get("/api/search", params={"q": "card"}).text)
 
     # A policy without cards (a bank's choice) masks anew from the kept transcript: it can mask less, too.
     (tmp_path / "pii").mkdir()

@@ -208,14 +208,31 @@ def test_every_route_asks_for_its_own_permission(settings: Settings,
     rid = recs[0].recording_id
     routes = {"page": ("/", {"q": "secret"}), "api": ("/api/search", {"q": "secret"}),
               "counts": ("/api/counts", {"q": "secret"}), "audio": (f"/audio/{rid}", {}),
-              "original": (f"/audio/{rid}/original", {}), "log": ("/access-log", {})}
-    expected = {"read": {"page", "api", "counts", "audio"}, "read_unredacted": {"original"}, "access_log": {"log"}}
+              "original": (f"/audio/{rid}/original", {}), "unredacted": (f"/api/recordings/{rid}/unredacted", {}),
+              "log": ("/access-log", {}), "holds": ("/api/holds", {})}
+    expected = {"read": {"page", "api", "counts", "audio"}, "read_unredacted": {"original", "unredacted"},
+                "access_log": {"log"}, "erase_hold": {"holds"}}
+    granted = {"unredacted": 404}  # allowed, and none was kept (keep_unredacted is off)
     for permission, allowed in expected.items():
         client = TestClient(create_app(settings, index=index, store=store, authorize=granting(permission)))
         answers = {name: client.get(url, params=params).status_code for name, (url, params) in routes.items()}
-        assert answers == {name: 200 if name in allowed else 403 for name in routes}, permission
+        assert answers == {name: granted.get(name, 200) if name in allowed else 403 for name in routes}, permission
+    officer = TestClient(create_app(settings, index=index, store=store, authorize=granting("erase_hold")))
+    reader = TestClient(create_app(settings, index=index, store=store, authorize=granting("read")))
+    hold = {"scope": "customer", "value": "CU-1", "why": "complaint 12"}
+    assert reader.post("/api/holds", json=hold).status_code == 403
+    placed = officer.post("/api/holds", json=hold)
+    assert placed.status_code == 201 and placed.json()["held_by"] == "viewer"
+    assert officer.post("/api/holds", content=json.dumps(hold), headers={"Content-Type": "text/plain"}
+                        ).status_code == 422  # a cross-site form cannot place one
+    erased = officer.post("/api/erase", json={"customer": "CU-1", "why": "asked"}).json()
+    assert erased["erased"] == [] and "complaint 12" in erased["held"][0]["hold"]
+    assert officer.post(f"/api/holds/{placed.json()['id']}/release", json={"why": "settled"}).status_code == 200
+    assert officer.post("/api/erase", json={"customer": "CU-1", "why": "asked"}).json()["erased"] == [recs[0].key]
+    assert reader.get(f"/audio/{rid}").status_code == 410
     entries = AccessLog(open_ledger(settings.ledger)).entries()
-    assert {(e.user, e.action) for e in entries} == {("viewer", "search"), ("viewer", "play")}
+    assert {(e.user, e.action) for e in entries} == {("viewer", "search"), ("viewer", "play"), ("viewer", "hold"),
+                                                     ("viewer", "release"), ("viewer", "erase")}
     assert any(e.detail == "original from 0.0 s" for e in entries)
 
 
