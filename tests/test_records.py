@@ -7,7 +7,7 @@ import json
 import secrets
 import subprocess
 import sys
-from datetime import date
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Callable
 
@@ -242,3 +242,20 @@ def test_the_roles_are_one_per_permission() -> None:
     proc = subprocess.run([sys.executable, "-m", "asr_tasks.cli", "roles", "--table"], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "Call Access Auditor" in proc.stdout, proc.stderr
+
+
+def test_the_nightly_qa_report_lists_the_recordings_opened_that_day(
+    settings: Settings, day: tuple[LocalStore, SqliteIndex, list[Recording]]
+) -> None:
+    from asr_tasks.audit import load_rules, run_audit
+
+    store, index, recs = day
+    client = TestClient(create_app(settings, index=index, store=store))
+    assert client.get(f"/audio/{recs[0].recording_id}", params={"t": 12.5}).status_code == 200
+    today = datetime.now(timezone.utc).date().isoformat()  # the day the recording was opened (UTC)
+    run_audit(today, load_rules(settings.quality.path("qa_rules_dir")), index, store, settings)
+    prefix = f"reports/qa/{today}/qa-audit"
+    report = json.loads(store.get_bytes(settings.storage.artefacts_bucket, f"{prefix}.json"))
+    assert [(o["action"], o["recording_id"], o["detail"]) for o in report["opened"]] == [
+        ("play", recs[0].recording_id, "as uploaded from 12.5 s")]
+    assert recs[0].recording_id in store.get_bytes(settings.storage.artefacts_bucket, f"{prefix}.html").decode()
