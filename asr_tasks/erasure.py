@@ -30,14 +30,17 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ErasureResult:
-    """What an erasure did: keys erased now, keys left alone under a hold, days whose reports were rewritten."""
+    """What an erasure did: keys erased now, keys a crash had left half-erased and finished now, keys left alone
+    under a hold, and the days whose reports were rewritten."""
 
     erased: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
     held: list[tuple[str, str]] = field(default_factory=list)  # (key, the hold that keeps it)
     days: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"erased": self.erased, "held": [{"key": k, "hold": h} for k, h in self.held], "days": self.days}
+        return {"erased": self.erased, "finished": self.finished,
+                "held": [{"key": k, "hold": h} for k, h in self.held], "days": self.days}
 
 
 def version_prefixes(call_date: str | None, recording_id: str) -> list[str]:
@@ -89,32 +92,44 @@ class Eraser:
         self.holds = Holds(ledger, access)
 
     def erase(self, keys: dict[tuple[str, str], list[dict[str, Any]]], why: str, user: str) -> ErasureResult:
+        """Erase the keys, and first finish every erasure a crash cut short (whatever it was asked for).
+
+        The tombstones become ``erased`` only once the days' reports are rewritten,
+        so a crash at any point leaves ``erasing`` rows that the next erasure finishes.
+        """
         if not why.strip():
             raise ValueError("an erasure needs a reason (--why)")
         result = ErasureResult()
+        pending = unfinished(self.ledger)
         active = self.holds.listed()
         touched: dict[str, set[str]] = {}
-        for (bucket, key), versions in keys.items():
-            hold = self._hold(versions, active)
+        for (bucket, key), versions in {**pending, **keys}.items():
+            resumed = (bucket, key) in pending
+            hold = None if resumed else self._hold(versions, active)  # begun before a hold: finished
             if hold is not None:
                 result.held.append((key, hold.describe()))
                 log.info("%s/%s: not erased, %s", bucket, key, hold.describe())
                 continue
-            self._erase_key(bucket, key, versions, why, user)
-            result.erased.append(key)
+            if not resumed:
+                self.ledger.erasing([row["recording_id"] for row in versions], user, why)
+                current = next((r["recording_id"] for r in reversed(versions) if r["state"] != SUPERSEDED),
+                               versions[-1]["recording_id"])
+                self.access.append(user, "erase", recording_id=current, detail=f"{bucket}/{key}: {why}")
+            self._remove(bucket, key, versions)
+            (result.finished if resumed else result.erased).append(key)
             for row in versions:
                 touched.setdefault(row["call_date"] or "undated", set()).add(row["recording_id"])
         for day, ids in sorted(touched.items()):
             self._rewrite_reports(day, ids)
             result.days.append(day)
+        self.ledger.erased([rid for ids in touched.values() for rid in ids])
         return result
 
     def _hold(self, versions: list[dict[str, Any]], active: list[Hold]) -> Hold | None:
         return next((h for row in versions if (h := self.holds.holding(row, active)) is not None), None)
 
-    def _erase_key(self, bucket: str, key: str, versions: list[dict[str, Any]], why: str, user: str) -> None:
-        ids = [row["recording_id"] for row in versions]
-        self.ledger.erasing(ids, user, why)
+    def _remove(self, bucket: str, key: str, versions: list[dict[str, Any]]) -> None:
+        """The key's index documents, every version's artefacts and, with ``erase_source``, the recording itself."""
         self.index.delete_recording(bucket, key)
         artefacts = self.settings.storage.artefacts_bucket
         for row in versions:
@@ -124,9 +139,6 @@ class Eraser:
         if self.settings.storage.erase_source:
             self.store.delete(bucket, key)
             self.store.delete(bucket, sidecar_key(key))
-        current = next((row["recording_id"] for row in reversed(versions) if row["state"] != SUPERSEDED), ids[-1])
-        self.access.append(user, "erase", recording_id=current, detail=f"{bucket}/{key}: {why}")
-        self.ledger.erased(ids)
 
     def _rewrite_reports(self, day: str, recording_ids: set[str]) -> None:
         """The day's quality reports without the erased recordings, and its QA audit run again without them."""

@@ -18,7 +18,7 @@ from sqlalchemy import select, tuple_
 
 from asr_tasks.access_log import AccessLog
 from asr_tasks.config import Settings
-from asr_tasks.erasure import Eraser, unfinished, versions_of
+from asr_tasks.erasure import Eraser, versions_of
 from asr_tasks.index import TranscriptIndex
 from asr_tasks.ledger import ERASED, Ledger, recordings
 from asr_tasks.storage import ObjectStore
@@ -71,10 +71,7 @@ def run_retention(settings: Settings, today: date, ledger: Ledger, store: Object
                   access: AccessLog) -> RetentionRun:
     """Finish interrupted erasures, then erase every expired key not under a hold, batch by batch."""
     eraser = Eraser(settings, ledger, store, index, access)
-    run = RetentionRun()
-    interrupted = unfinished(ledger)
-    if interrupted:
-        run.finished = len(eraser.erase(interrupted, "an erasure interrupted before it ended", RETENTION_USER).erased)
+    run = RetentionRun(finished=len(eraser.erase({}, "retention", RETENTION_USER).finished))
     rules = settings.storage.retention_days
     after: tuple[str, str] | None = None
     while rules:

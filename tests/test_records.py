@@ -259,3 +259,28 @@ def test_the_nightly_qa_report_lists_the_recordings_opened_that_day(
     assert [(o["action"], o["recording_id"], o["detail"]) for o in report["opened"]] == [
         ("play", recs[0].recording_id, "as uploaded from 12.5 s")]
     assert recs[0].recording_id in store.get_bytes(settings.storage.artefacts_bucket, f"{prefix}.html").decode()
+
+
+def test_an_erasure_cut_short_before_the_reports_is_finished_by_the_next_one(
+    settings: Settings, day: tuple[LocalStore, SqliteIndex, list[Recording]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, index, recs = day
+    ledger = open_ledger(settings.ledger)
+    eraser = Eraser(settings, ledger, store, index, AccessLog(ledger))
+
+    def crash(day: str, ids: set[str]) -> None:
+        raise KeyboardInterrupt  # the process dies after the artefacts went, before the reports were rewritten
+
+    with monkeypatch.context() as patch:
+        patch.setattr(eraser, "_rewrite_reports", crash)
+        with pytest.raises(KeyboardInterrupt):
+            eraser.erase(select_keys(ledger, key=recs[0].key), "asked", "officer")
+    assert ledger.state(recs[0].recording_id) == "erasing"
+    result = eraser.erase(select_keys(ledger, key=recs[2].key), "another request", "officer")
+    assert (result.erased, result.finished) == ([recs[2].key], [recs[0].key])
+    assert ledger.state(recs[0].recording_id) == ERASED
+    tomb = next(r for r in ledger.rows() if r["recording_id"] == recs[0].recording_id)
+    assert tomb["reason"] == "asked"  # the first erasure's who and why stay on the tombstone
+    bucket = settings.storage.artefacts_bucket
+    report = " ".join(store.get_bytes(bucket, k.key).decode() for k in store.list_keys(bucket, "v2/2026-11-27/quality"))
+    assert recs[0].recording_id not in report and recs[1].recording_id in report
