@@ -72,9 +72,10 @@ test-system-deps:
 	@missing=""; for tool in chromium redis-server openssl; do command -v $$tool >/dev/null || missing=1; done; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing=1; \
 	[ -f /usr/share/hunspell/en_US.dic ] || missing=1; \
+	[ -f /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || missing=1; \
 	if [ -n "$$missing" ]; then \
-	  echo "== installing chromium, PostgreSQL, Redis and the en_US hunspell dictionary (apt; test servers and browser)"; \
-	  $(call apt_install,chromium postgresql redis-server hunspell-en-us openssl); \
+	  echo "== installing chromium and CJK fonts, PostgreSQL, Redis and the en_US hunspell dictionary (apt; test servers and browser)"; \
+	  $(call apt_install,chromium fonts-noto-cjk postgresql redis-server hunspell-en-us openssl); \
 	fi
 	@for tool in mvn go java; do command -v $$tool >/dev/null || { echo "$$tool is missing: the test servers need Maven, Go and a JDK 21+"; exit 1; }; done
 

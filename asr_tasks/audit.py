@@ -25,7 +25,7 @@ import yaml
 
 from asr_tasks.text import CJK_CHAR, spreadsheet_safe
 from asr_tasks.config import Settings
-from asr_tasks.models import Transcript, _Serialisable
+from asr_tasks.models import Segment, Transcript, _Serialisable
 from asr_tasks.pii import Policy, load_policy, luhn, redact_transcript
 
 SEVERITIES = ("low", "medium", "high", "critical")
@@ -247,16 +247,14 @@ def evaluate(rule: Rule, transcript: Transcript) -> list[Finding]:
             if found["kind"] in rule.pii_kinds and (rule.applies_to(found["speaker"]) or found["speaker"] == "mixed"):
                 out.append(_finding(rule, transcript, found["speaker"], found["start"], found["end"], found["masked"]))
     elif rule.kind == "silence":
-        ordered = sorted(segments, key=lambda s: s.start)
-        reach = ordered[0].end if ordered else 0.0
-        for seg in ordered[1:]:
-            if seg.start - reach > rule.max_seconds:
-                out.append(_finding(rule, transcript, "any", reach, seg.start, f"{seg.start - reach:.1f} s"))
-            reach = max(reach, seg.end)
+        for start, end in _silences(transcript, segments):
+            if end - start > rule.max_seconds:
+                out.append(_finding(rule, transcript, "any", start, end, f"{end - start:.1f} s"))
     elif rule.kind == "talk_ratio":
-        total = sum(s.end - s.start for s in segments)
-        mine = sum(s.end - s.start for s in segments if rule.applies_to(s.speaker))
-        if total > 0 and any(s.speaker != "mixed" for s in segments):
+        talk = _talk(transcript, segments)
+        total = sum(talk.values())
+        mine = sum(seconds for speaker, seconds in talk.items() if rule.applies_to(speaker))
+        if total > 0 and any(speaker != "mixed" for speaker in talk):
             share = mine / total
             if (rule.max_share is not None and share > rule.max_share) or (
                 rule.min_share is not None and share < rule.min_share
@@ -264,6 +262,29 @@ def evaluate(rule: Rule, transcript: Transcript) -> list[Finding]:
                 out.append(_finding(rule, transcript, ",".join(rule.speakers), 0.0, transcript.duration,
                                     f"{share:.0%} of talk time"))
     return out
+
+
+def _silences(transcript: Transcript, segments: list[Segment]) -> list[tuple[float, float]]:
+    """Where nobody spoke: the call's analytics (the VAD's), or the gaps between segments for older transcripts."""
+    if transcript.analytics:
+        return [(float(a), float(b)) for a, b in transcript.analytics.get("silences") or []]
+    ordered = sorted(segments, key=lambda s: s.start)
+    out, reach = [], ordered[0].end if ordered else 0.0
+    for seg in ordered[1:]:
+        if seg.start > reach:
+            out.append((reach, seg.start))
+        reach = max(reach, seg.end)
+    return out
+
+
+def _talk(transcript: Transcript, segments: list[Segment]) -> dict[str, float]:
+    """Talk seconds per speaker: the call's analytics (the VAD's), or the segments' spans for older transcripts."""
+    if transcript.analytics:
+        return {name: float(s["talk_seconds"]) for name, s in (transcript.analytics.get("speakers") or {}).items()}
+    talk: dict[str, float] = {}
+    for seg in segments:
+        talk[seg.speaker] = talk.get(seg.speaker, 0.0) + seg.end - seg.start
+    return talk
 
 
 def audit(transcripts: Iterable[Transcript], rules: list[Rule], call_date: str,
@@ -286,8 +307,8 @@ CSV_FIELDS = ["rule_id", "severity", "key", "agent_id", "speaker", "start", "end
 
 
 def finding_link(f: Finding, search_url: str) -> str:
-    """Where the search page opens this recording at this second."""
-    return f"{search_url}?recording_id={f.recording_id}&t={f.start:.2f}"
+    """Where the call page opens this recording at this second."""
+    return f"{search_url.rstrip('/')}/call/{f.recording_id}?t={f.start:.2f}"
 
 
 def report_csv(result: AuditResult, search_url: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import subprocess
@@ -183,7 +184,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     from asr_tasks.index import Filters, IndexBackendError, open_index
     from asr_tasks.index.query import clock
 
-    filters = Filters(args.date_from, args.date_to, args.agent, args.speaker, args.quality)
+    filters = Filters(args.date_from, args.date_to, args.agent, args.speaker, args.quality,
+                      args.min_non_talk_share, args.min_agent_interruptions, args.min_customer_interruptions)
     try:
         index = open_index(get_settings().index)
         if args.counts:
@@ -197,6 +199,8 @@ def cmd_search(args: argparse.Namespace) -> int:
             else:
                 print(f"no hits for {args.query!r}")
             return 0
+        if args.export:
+            return _export(index, args.query, filters, Path(args.export))
         page = index.search_page(args.query, filters, size=args.limit, after=args.after)
     except ValueError as exc:  # a page cursor or an index setting that is not valid
         print(f"asr: {exc}", file=sys.stderr)
@@ -214,10 +218,31 @@ def cmd_search(args: argparse.Namespace) -> int:
         return 0
     tty = sys.stdout.isatty()
     rows = [[h.call_date or "-", h.agent_id or "-", h.speaker, f"{clock(h.start)}-{clock(h.end)}", h.key,
-             _format_highlight(h.highlight, tty)] for h in page.hits]
-    print(_table(["DATE", "AGENT", "SPEAKER", "TIME", "RECORDING", "TEXT"], rows))
+             "review" if h.quality == "needs_review" else "", _format_highlight(h.highlight, tty)] for h in page.hits]
+    print(_table(["DATE", "AGENT", "SPEAKER", "TIME", "RECORDING", "QUALITY", "TEXT"], rows))
     if page.next_after:
         print(f"more hits: add --after {page.next_after}")
+    return 0
+
+
+def _export(index: Any, query: str, filters: Any, path: Path) -> int:
+    """Every hit into FILE.csv or FILE.json (its suffix says which), written as the pages come."""
+    import getpass
+
+    from asr_tasks.access_log import AccessLog
+    from asr_tasks.export import FORMATS, export
+    from asr_tasks.ledger import open_ledger
+
+    fmt = path.suffix.lstrip(".").lower()
+    if fmt not in FORMATS:
+        print(f"asr: --export {path}: the file must end in .csv or .json", file=sys.stderr)
+        return 2
+    AccessLog(open_ledger(get_settings().ledger)).append(
+        getpass.getuser(), "export", query=query, filters=dataclasses.asdict(filters), detail=f"{path.name} (cli)")
+    with path.open("w", encoding="utf-8", newline="") as out:
+        for piece in export(index, query, filters, fmt):
+            out.write(piece)
+    print(f"wrote {path}")
     return 0
 
 
@@ -338,9 +363,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--agent", help="agent id")
     p.add_argument("--speaker", help="agent, customer, ...")
     p.add_argument("--quality", choices=["pass", "needs_review"], help="only recordings with this quality gate outcome")
+    p.add_argument("--min-non-talk-share", type=float, metavar="SHARE",
+                   help="only calls with at least this share of non-talk time (0.3: 30 %%)")
+    p.add_argument("--min-agent-interruptions", type=int, metavar="N", help="only calls where the agent interrupted N+ times")
+    p.add_argument("--min-customer-interruptions", type=int, metavar="N",
+                   help="only calls where the customer interrupted N+ times")
     p.add_argument("--limit", type=int, default=20, help="hits per page")
     p.add_argument("--after", metavar="CURSOR", help="the next page, as printed after the previous one")
     p.add_argument("--counts", action="store_true", help="matching segments and calls per agent and day")
+    p.add_argument("--export", metavar="FILE", help="every hit (all pages) into FILE.csv or FILE.json")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_search)
 

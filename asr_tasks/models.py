@@ -59,6 +59,7 @@ class ChannelAudio(_Serialisable):
     speaker: str
     pcm_key: str
     duration: float
+    speech: list[list[float]] = field(default_factory=list)  # the VAD's speech regions [start, end], padded
 
 
 @dataclass
@@ -155,6 +156,7 @@ class Transcript(_Serialisable):
     # personal data found and masked (kind, channel, speaker, start, end, masked), and by which policy
     pii: list[dict[str, Any]] = field(default_factory=list)
     pii_policy: str | None = None
+    analytics: dict[str, Any] = field(default_factory=dict)  # talk, silence, overlap, interruptions (analytics.py)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Transcript":
@@ -173,6 +175,7 @@ class Transcript(_Serialisable):
             postprocess={k: list(v) for k, v in (data.get("postprocess") or {}).items()},
             pii=[dict(d) for d in data.get("pii") or []],
             pii_policy=data.get("pii_policy"),
+            analytics=dict(data.get("analytics") or {}),
         )
 
 
@@ -210,3 +213,4 @@ class SearchHit(_Serialisable):
     highlight: str
     agent_id: str | None = None
     score: float = 0.0
+    quality: str | None = None  # the recording's quality gate outcome: "pass" or "needs_review"

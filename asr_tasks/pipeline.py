@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from asr_tasks import PIPELINE_VERSION, quality
+from asr_tasks.analytics import analyse
 from asr_tasks.artefacts import gated_key_for, redacted_audio_key, unredacted_key_for, version_prefix
 from asr_tasks.audio import InvalidAudio, decode, pcm_duration, probe, read_pcm, silence_spans
 from asr_tasks.config import AirflowSettings, AudioSettings, Settings, get_settings
@@ -125,7 +126,8 @@ def preprocess_local(rec: Recording, source: Path, work: Path,
                             settings.chunk_overlap_seconds)
         for piece in pieces:
             chunks.append(AudioChunk(rec.recording_id, channel, speaker, pcm_key, piece.start, piece.end))
-        channels.append(ChannelAudio(channel, speaker, pcm_key, duration))
+        channels.append(ChannelAudio(channel, speaker, pcm_key, duration,
+                                     speech=[[round(r.start, 3), round(r.end, 3)] for r in regions]))
         pcm_paths[channel] = path
     chunks.sort(key=lambda c: (c.start, c.channel))
     pre = Preprocessed(
@@ -329,6 +331,7 @@ def assemble_transcript(pre: Preprocessed, segments: list[Segment], model: str, 
         state=state,
         reason=reason,
         postprocess=steps,
+        analytics=analyse(pre, processed, settings.audio.vad_speech_pad_ms / 1000).to_dict(),
     )
 
 

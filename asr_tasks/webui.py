@@ -31,20 +31,24 @@ from typing import Annotated, Any, Sequence
 from urllib.parse import urlencode
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, params
-from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response, StreamingResponse
 from markupsafe import Markup
 from pydantic import BaseModel, ConfigDict
 from starlette.background import BackgroundTask
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from asr_tasks.access_log import AccessLog
+from asr_tasks.call_page import EXPORT_FORMATS, export_transcript, marked, query_terms, timeline_svg, turns
 from asr_tasks.artefacts import gated_key_for, redacted_audio_key, unredacted_key_for, version_prefix
 from asr_tasks.config import Settings, get_settings
 from asr_tasks.erasure import Eraser, select_keys
+from asr_tasks.export import FORMATS as EXPORT_HIT_FORMATS
+from asr_tasks.export import export
 from asr_tasks.holds import HoldError, Holds, Scope
 from asr_tasks.index import CursorError, Filters, IndexBackendError, TranscriptIndex, open_index
 from asr_tasks.index.query import HL_CLOSE, HL_OPEN, clock
 from asr_tasks.ledger import GONE_STATES, open_ledger
+from asr_tasks.models import Segment
 from asr_tasks.permissions import PERMISSIONS
 from asr_tasks.storage import ObjectStore, get_json, open_store
 from asr_tasks.templates import render
@@ -124,15 +128,37 @@ class EraseRequest(BaseModel):
     why: str
 
 
+def facets(form: dict[str, str], counts: Sequence[Any], rules: dict[str, int]) -> dict[str, list[tuple[str, int, str]]]:
+    """Hits per agent, per day and per finding rule, each with the query string that narrows the search to it."""
+    def narrowed(**change: str) -> str:
+        return urlencode({**form, **change})
+
+    agents: dict[str, int] = {}
+    days: dict[str, int] = {}
+    for c in counts:
+        agents[c.agent_id or ""] = agents.get(c.agent_id or "", 0) + c.segments
+        days[c.call_date or ""] = days.get(c.call_date or "", 0) + c.segments
+    return {
+        "agent": [(a or "-", n, narrowed(agent=a)) for a, n in sorted(agents.items(), key=lambda x: -x[1]) if a],
+        "day": [(d, n, narrowed(date_from=d, date_to=d)) for d, n in sorted(days.items()) if d],
+        "finding": [(r, n, narrowed(rule=r)) for r, n in sorted(rules.items(), key=lambda x: -x[1])],
+    }
+
+
 def query_filters(
     date_from: str | None = None,
     date_to: str | None = None,
     agent: str | None = None,
     speaker: str | None = None,
     quality: str | None = None,
+    min_non_talk_share: float | None = Query(None, ge=0.0, le=1.0, allow_inf_nan=False),
+    min_agent_interruptions: int | None = Query(None, ge=0),
+    min_customer_interruptions: int | None = Query(None, ge=0),
+    rule: str | None = None,
 ) -> Filters:
-    """The filters of the JSON API, from the query string."""
-    return Filters(date_from, date_to, agent, speaker, quality)
+    """The filters of the JSON API, from the query string (shares 0-1: ``min_non_talk_share=0.3`` is 30 %)."""
+    return Filters(date_from, date_to, agent, speaker, quality, min_non_talk_share, min_agent_interruptions,
+                   min_customer_interruptions, rule)
 
 
 Authorize = Callable[[str], Callable[..., str]]
@@ -225,15 +251,22 @@ def create_app(
         agent: str = "",
         speaker: str = "",
         quality: str = "",
+        rule: str = "",
+        non_talk_percent: str = Query("", pattern=r"^(\d{1,3}(\.\d+)?)?$"),  # a form sends an empty field as ""
+        agent_interruptions: str = Query("", pattern=r"^\d{0,6}$"),
         after: str = "",
         recording_id: str = "",
         t: float = Query(0.0, ge=0.0, le=86400.0, allow_inf_nan=False),
     ) -> HTMLResponse:
-        """The page: form, hits (or the recording an audit link points at), counts and the player."""
-        filters = Filters(date_from or None, date_to or None, agent or None, speaker or None, quality or None)
+        """The page: form, hits (or the recording an audit link points at), facets and the player."""
+        filters = Filters(date_from or None, date_to or None, agent or None, speaker or None, quality or None,
+                          float(non_talk_percent) / 100 if non_talk_percent else None,
+                          int(agent_interruptions) if agent_interruptions else None, None, rule or None)
         form = {"q": q, "date_from": date_from, "date_to": date_to, "agent": agent, "speaker": speaker,
-                "quality": quality}
-        view: dict[str, Any] = {"hits": None, "counts": [], "next_after": None, "focus": None, "error": ""}
+                "quality": quality, "rule": rule, "non_talk_percent": non_talk_percent,
+                "agent_interruptions": agent_interruptions}
+        view: dict[str, Any] = {"hits": None, "counts": [], "next_after": None, "focus": None, "error": "",
+                                "facets": {}}
         status = 200
         if len(q) > MAX_QUERY_CHARS:
             view["error"], status = f"the query is longer than {MAX_QUERY_CHARS} characters", 400
@@ -242,13 +275,15 @@ def create_app(
                 result = get_index().search_page(q, filters, size=PAGE_SIZE, after=after or None,
                                                  open_tag=HL_OPEN, close_tag=HL_CLOSE)
                 counts = [] if after else get_index().counts(q, filters)
-            except CursorError as exc:
+                rules = {} if after else get_index().rule_counts(q, filters)
+            except (CursorError, ValueError) as exc:
                 view["error"], status = str(exc), 400
             except IndexBackendError as exc:
                 view["error"], status = str(exc), 503
             else:
                 view.update(hits=result.hits, counts=counts, next_after=result.next_after,
-                            next_query=urlencode({**form, "after": result.next_after or ""}))
+                            next_query=urlencode({**form, "after": result.next_after or ""}),
+                            facets=facets(form, counts, rules))
                 access.append(user, "search", query=q, filters=asdict(filters),
                               hits=sum(c.segments for c in counts) if counts else len(result.hits),
                               detail=f"page after {after}" if after else None)
@@ -262,7 +297,10 @@ def create_app(
         base = request.scope.get("root_path", "").rstrip("/") + "/"
         return HTMLResponse(render("search.html", base=base, form=form, speakers=speakers, query=q, t=t,
                                    page_size=PAGE_SIZE, clock=clock, marked=_marked, nonce=request.state.nonce,
-                                   **view), status_code=status)
+                                   call_query=lambda h: urlencode({"q": q, "t": f"{h.start:.1f}"}),
+                                   export_query=urlencode({"q": q, **{k: v for k, v in asdict(filters).items()
+                                                                      if v is not None}}), **view),
+                            status_code=status)
 
     @app.get("/api/search")
     def api_search(
@@ -313,6 +351,64 @@ def create_app(
         base = request.scope.get("root_path", "").rstrip("/") + "/"
         return HTMLResponse(render("access_log.html", base=base, entries=entries, days=days, who=who,
                                    recording=recording, nonce=request.state.nonce))
+
+    exporter = Depends(authorize("export"))
+
+    def call_parts(recording_id: str) -> tuple[dict[str, Any], list[Segment]]:
+        rec = get_index().recording(recording_id)
+        if rec is None:
+            raise erased(recording_id) or HTTPException(status_code=404, detail=f"no recording {recording_id}")
+        return rec, get_index().segments(recording_id)
+
+    @app.get("/call/{recording_id}", response_class=HTMLResponse)
+    def call(request: Request, recording_id: str, q: str = Query("", max_length=MAX_QUERY_CHARS),
+             t: float = Query(0.0, ge=0.0, le=86400.0, allow_inf_nan=False), user: str = reader) -> HTMLResponse:
+        """The whole conversation with its audio, findings, analytics and timeline; ``q`` marks a search's terms."""
+        rec, segments = call_parts(recording_id)
+        findings = sorted((f for f in get_index().findings(rec.get("call_date") or "")
+                           if f["recording_id"] == recording_id), key=lambda f: float(f["start"]))
+        speakers = [name for _, name in sorted({(s.channel, s.speaker) for s in segments})]
+        analytics = rec.get("analytics") or {}
+        terms = query_terms(q)
+
+        def flag(seg: Segment) -> str:
+            return "; ".join(f"{f['rule_id']}: {f['description']}" for f in findings
+                             if float(f["start"]) < seg.end and seg.start < float(f["end"]) and f["matched_text"])
+
+        languages = {s.language for s in segments if s.language}
+        access.append(user, "read", recording_id=recording_id, detail=f"call page at {t:.1f} s" + (
+            f", from a search for {q!r}" if q else ""))
+        base = request.scope.get("root_path", "").rstrip("/") + "/"
+        return HTMLResponse(render(
+            "call.html", base=base, rec=rec, turns=turns(segments), findings=findings, analytics=analytics,
+            timeline=timeline_svg(float(rec.get("duration") or 0.0), analytics, findings, speakers),
+            channels=len(analytics.get("speech") or {}) or len(speakers), failures=[
+                f for f in (rec.get("quality_failures") or "").split(",") if f],
+            terms=terms, mark=lambda text: marked(text, terms), flag=flag, clock=clock, t=t,
+            formats=EXPORT_FORMATS, lang="zh" if languages == {"zh"} else "en", nonce=request.state.nonce))
+
+    @app.get("/api/export")
+    def export_hits(q: Annotated[str, Query(max_length=MAX_QUERY_CHARS)],
+                    filters: Annotated[Filters, Depends(query_filters)], format: str = "csv",
+                    user: str = exporter) -> StreamingResponse:
+        """Every hit of the search (all pages), streamed as CSV or JSON."""
+        if format not in EXPORT_HIT_FORMATS:
+            raise HTTPException(status_code=400, detail=f"format {format!r}: csv or json")
+        access.append(user, "export", query=q, filters=asdict(filters), detail=f"search results as {format}")
+        media = "text/csv" if format == "csv" else "application/json"
+        return StreamingResponse(export(get_index(), q, filters, format), media_type=f"{media}; charset=utf-8",
+                                 headers={"Content-Disposition": f'attachment; filename="search.{format}"'})
+
+    @app.get("/call/{recording_id}/transcript.{fmt}")
+    def transcript_export(recording_id: str, fmt: str, user: str = exporter) -> Response:
+        """The call's transcript as TXT, SRT, WebVTT or JSON, as a download."""
+        if fmt not in EXPORT_FORMATS:
+            raise HTTPException(status_code=404, detail=f"no transcript format {fmt!r} ({', '.join(EXPORT_FORMATS)})")
+        rec, segments = call_parts(recording_id)
+        access.append(user, "export", recording_id=recording_id, detail=f"transcript.{fmt}")
+        media = {"txt": "text/plain", "srt": "application/x-subrip", "vtt": "text/vtt", "json": "application/json"}
+        return Response(export_transcript(fmt, rec, segments), media_type=f"{media[fmt]}; charset=utf-8",
+                        headers={"Content-Disposition": f'attachment; filename="{recording_id}.{fmt}"'})
 
     @app.get("/api/recordings/{recording_id}/unredacted")
     def unredacted(recording_id: str, user: str = unredacted_reader) -> dict[str, Any]:

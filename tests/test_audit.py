@@ -142,7 +142,7 @@ def test_audit_stores_findings_and_writes_reports(settings: Settings, tmp_path: 
     report = store.get_bytes(bucket, f"reports/qa/{DAY}/qa-audit.html").decode()
     assert "promise-of-return" in report and "AG-1" in report and "pii.wav @ 80.0 s" in report
     csv_rows = store.get_bytes(bucket, f"reports/qa/{DAY}/qa-audit.csv").decode().splitlines()
-    assert len(csv_rows) == 1 + len(PLANTED) and "recording_id=" in csv_rows[1]
+    assert len(csv_rows) == 1 + len(PLANTED) and "http://localhost:8091/call/" in csv_rows[1]  # each finding opens its call page
 
 
 def test_cli_refuses_a_broken_rule_set_and_audits_nothing(settings: Settings, tmp_path: Path) -> None:

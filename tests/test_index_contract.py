@@ -8,7 +8,7 @@ states, and rewrites that replace instead of duplicating.
 from __future__ import annotations
 
 import uuid
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 from conftest import EsCluster
@@ -310,3 +310,33 @@ def test_a_deleted_recording_leaves_the_view(index: TranscriptIndex) -> None:
     assert index.recording(zh.recording_id) is None and index.segments(zh.recording_id) == []
     assert index.recordings("2026-11-27") == []
     assert index.delete_recording("recordings", ZH_KEY) == 0
+
+
+def test_analytics_rules_and_quality_filter_and_facet_alike(index: TranscriptIndex) -> None:
+    """Calls by non-talk share and interruptions, by finding rule, and the matching calls counted per rule."""
+    zh, en = _recording(ZH_KEY, agent="AG-1"), _recording(EN_KEY, agent="AG-2")
+    calm = {"non_talk_share": 0.1, "speakers": {"agent": {"interruptions": 0}, "customer": {"interruptions": 1}}}
+    rude = {"non_talk_share": 0.45, "speakers": {"agent": {"interruptions": 4}, "customer": {"interruptions": 0}}}
+    for rec, analytics, lines in ((zh, calm, [("agent", 1.0, 4.5, "这款产品保证收益")]),
+                                  (en, rude, [("agent", 0.5, 6.0, "I can guarantee a return")])):
+        transcript = _transcript(rec, lines)
+        transcript.analytics = analytics
+        index.replace_recording(transcript)
+    index.replace_findings("2026-11-28", [{"finding_id": "f1", "recording_id": en.recording_id,
+                                           "rule_id": "promise-of-return"}])
+    index.replace_findings("2026-11-27", [{"finding_id": "f2", "recording_id": zh.recording_id,
+                                           "rule_id": "promise-of-return"},
+                                          {"finding_id": "f3", "recording_id": zh.recording_id, "rule_id": "long-hold"}])
+    everything = "\"这款产品\" | guarantee"
+
+    def keys(**filters: Any) -> set[str]:
+        return {h.key for h in index.search_page(everything, Filters(**filters), size=50).hits}
+
+    assert keys() == {ZH_KEY, EN_KEY}
+    assert keys(min_non_talk_share=0.3) == {EN_KEY}
+    assert keys(min_agent_interruptions=3) == {EN_KEY} and keys(min_customer_interruptions=1) == {ZH_KEY}
+    assert keys(rule="long-hold") == {ZH_KEY} and keys(rule="promise-of-return") == {ZH_KEY, EN_KEY}
+    assert {h.quality for h in index.search_page(everything, size=50).hits} == {"pass"}
+    assert index.rule_counts(everything) == {"long-hold": 1, "promise-of-return": 2}
+    assert index.rule_counts(everything, Filters(agent="AG-2")) == {"promise-of-return": 1}
+    assert index.recording(en.recording_id)["analytics"] == rude  # type: ignore[index]

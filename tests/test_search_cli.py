@@ -38,7 +38,7 @@ def test_table_for_people_with_pages(env: dict[str, str]) -> None:
     first = asr(env, "收益 | returns", "--limit", "2")
     assert first.returncode == 0, first.stderr
     lines = first.stdout.splitlines()
-    assert lines[0].split() == ["DATE", "AGENT", "SPEAKER", "TIME", "RECORDING", "TEXT"]
+    assert lines[0].split() == ["DATE", "AGENT", "SPEAKER", "TIME", "RECORDING", "QUALITY", "TEXT"]
     assert lines[0].index("TEXT") == lines[1].index(lines[1].split("  ")[-1].strip())  # columns line up
     assert len(lines) == 4 and lines[-1].startswith("more hits: add --after ")
     rest = asr(env, "收益 | returns", "--limit", "2", "--after", lines[-1].split()[-1])
@@ -57,6 +57,7 @@ def test_json_for_scripts_and_filters(env: dict[str, str]) -> None:
     assert proc.returncode == 0, proc.stderr
     [hit] = json.loads(proc.stdout)
     assert (hit["key"], hit["speaker"], hit["start"], hit["end"]) == (EN_KEY, "agent", 0.5, 6.0)
+    assert hit["quality"] == "needs_review"  # each hit carries its recording's gate outcome
     assert hit["highlight"] == "I can <em>guarantee a return</em> of twelve percent every year."
     assert proc.stderr == ""  # no further page
 

@@ -115,7 +115,10 @@ def test_audio_from_minio_is_a_presigned_redirect(settings: Settings, world: tup
 
 def test_page_lists_hits_with_escaped_highlights_and_counts(client: TestClient) -> None:
     page = client.get("/", params={"q": "收益 | country", "speaker": "agent"}).text
-    assert page.count('class="hit"') == 1
+    assert page.count('<li class="hit') == 1
+    assert 'class="hit needs-review"' in page and ">needs review</span>" in page  # the gate flagged this call
+    assert 'href="?q=%E6%94%B6%E7%9B%8A+%7C+country&amp;date_from=&amp;date_to=&amp;agent=AG-1001' in page  # facet
+    assert "api/export?q=" in page and "call/" in page  # the whole result, and the whole call
     assert "这款产品保证<mark>收益</mark> &lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<script>alert(1)" not in page
     assert 'data-start="2.000"' in page and "▶ 0:02.0–0:05.0" in page
@@ -393,7 +396,8 @@ def test_browser_search_click_and_play_from_the_hit(
             browser.send("Input.dispatchKeyEvent", type=kind, key="Enter", code="Enter", windowsVirtualKeyCode=13,
                          text="\r" if kind == "keyDown" else "")
         assert browser.wait_for("document.querySelectorAll('.hit').length") == 2
-        assert browser.js("location.search") == "?q=%22your+country%22&date_from=&date_to=&agent=&speaker=&quality="
+        assert browser.js("location.search") == ("?q=%22your+country%22&date_from=&date_to=&agent=&speaker=&quality="
+                                                 "&non_talk_percent=&agent_interruptions=&rule=")
 
         hit = "li.hit[data-start='7.900']"
         assert browser.js(f"document.querySelector({json.dumps(hit)}).innerText").startswith("▶ 0:07.9–0:10.6")

@@ -57,6 +57,10 @@ class TranscriptIndex(ABC):
     def counts(self, query: str, filters: Filters = Filters()) -> list[AgentDayCount]: ...
 
     @abstractmethod
+    def rule_counts(self, query: str, filters: Filters = Filters()) -> dict[str, int]:
+        """For the calls the search matches: how many have a QA finding of each rule."""
+
+    @abstractmethod
     def recording(self, recording_id: str) -> dict[str, Any] | None: ...
 
     @abstractmethod
@@ -94,6 +98,20 @@ def transcript_summary(transcript: Transcript) -> dict[str, Any]:
         "quality": transcript.quality,
         "quality_failures": list(transcript.quality_failures),
         "segments": len(transcript.segments),
+        **analytics_fields(transcript.analytics),
+    }
+
+
+FILTERED_SPEAKERS = ("agent", "customer")  # whose interruptions searches filter on (the channels' usual roles)
+
+
+def analytics_fields(analytics: dict[str, Any]) -> dict[str, Any]:
+    """The call's analytics as stored with its recording, and the figures searches filter on beside it."""
+    speakers = analytics.get("speakers") or {}
+    return {
+        "analytics": analytics or None,
+        "non_talk_share": analytics.get("non_talk_share"),
+        **{f"{name}_interruptions": (speakers.get(name) or {}).get("interruptions") for name in FILTERED_SPEAKERS},
     }
 
 

@@ -64,6 +64,7 @@ log = logging.getLogger(__name__)
 
 TEMPLATE_DIR = PROJECT_ROOT / "include" / "elasticsearch"
 KINDS = ("segments", "recordings", "findings")
+MAX_RULE_RECORDINGS = 10_000  # calls a finding-rule filter or facet handles at once
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 REFRESH_VALUES = get_args(EsRefresh)
 TEXT_FIELDS = ["text", "text.en"]
@@ -257,6 +258,10 @@ class ElasticsearchIndex(TranscriptIndex):
                 except BadRequestError as exc:
                     if exc.error != "resource_already_exists_exception":
                         raise
+                    # made by an earlier version: fields added to the template since are added to it too
+                    mappings = load_template(kind, self.prefix, self.analyzer, self.english_stemmer)
+                    self.client.indices.put_mapping(index=index,
+                                                    properties=mappings["template"]["mappings"]["properties"])
 
             self._call(create)
             self._indices_ready.add(index)
@@ -324,7 +329,8 @@ class ElasticsearchIndex(TranscriptIndex):
         rec = transcript.recording
         doc = {**recording_fields(rec), **transcript_summary(transcript), "updated_at": _now()}
         shared = {k: doc[k] for k in ("recording_id", "bucket", "key", "call_id", "call_date", "started_at",
-                                      "agent_id", "customer_id", "direction", "quality", "model", "pipeline_version")}
+                                      "agent_id", "customer_id", "direction", "quality", "model", "pipeline_version",
+                                      "non_talk_share", "agent_interruptions", "customer_interruptions")}
         now = _now()
         segments = [
             {
@@ -398,6 +404,18 @@ class ElasticsearchIndex(TranscriptIndex):
         for field, value in (("agent_id", filters.agent), ("speaker", filters.speaker), ("quality", filters.quality)):
             if value:
                 out.append({"term": {field: value}})
+        if filters.rule:
+            ids = sorted({src["recording_id"] for src in self._scan("findings", {"term": {"rule_id": filters.rule}},
+                                                                    [{"finding_id": "asc"}])})
+            if len(ids) > MAX_RULE_RECORDINGS:
+                raise ValueError(f"{len(ids)} calls have a {filters.rule} finding; narrow the search by date first "
+                                 f"(at most {MAX_RULE_RECORDINGS})")
+            out.append({"terms": {"recording_id": ids}})
+        for field, least in (("non_talk_share", filters.min_non_talk_share),
+                             ("agent_interruptions", filters.min_agent_interruptions),
+                             ("customer_interruptions", filters.min_customer_interruptions)):
+            if least is not None:
+                out.append({"range": {field: {"gte": least}}})
         return out
 
     def _query(self, query: str, filters: Filters) -> dict[str, Any] | None:
@@ -449,6 +467,7 @@ class ElasticsearchIndex(TranscriptIndex):
                 highlight=restore_highlight(src["text"], marked, open_tag, close_tag),
                 agent_id=src.get("agent_id"),
                 score=round(float(hit.get("_score") or 0.0), 4),
+                quality=src.get("quality"),
             ))
         next_after = encode_cursor(hits[size - 1]["sort"]) if len(hits) > size and size > 0 else None
         return SearchPage(page, next_after)
@@ -478,6 +497,23 @@ class ElasticsearchIndex(TranscriptIndex):
             if "after_key" not in agg or not agg.get("buckets"):
                 return out
             composite = {**composite, "after": agg["after_key"]}
+
+    def rule_counts(self, query: str, filters: Filters = Filters()) -> dict[str, int]:
+        """The matching calls (at most MAX_RULE_RECORDINGS), then their findings counted per rule."""
+        es_query = self._query(query, filters)
+        if es_query is None:
+            return {}
+        aggs = {"calls": {"terms": {"field": "recording_id", "size": MAX_RULE_RECORDINGS}}}
+        result = self._search("segments", query=es_query, size=0, track_total_hits=False, aggs=aggs)
+        ids = [b["key"] for b in result.get("aggregations", {}).get("calls", {}).get("buckets", [])]
+        if not ids:
+            return {}
+        aggs = {"rules": {"terms": {"field": "rule_id", "size": 1000},
+                          "aggs": {"calls": {"cardinality": {"field": "recording_id"}}}}}
+        found = self._search("findings", query={"terms": {"recording_id": ids}}, size=0, track_total_hits=False,
+                             aggs=aggs)
+        return {b["key"]: b["calls"]["value"] for b in sorted(
+            found.get("aggregations", {}).get("rules", {}).get("buckets", []), key=lambda b: b["key"])}
 
     # QA audit
 

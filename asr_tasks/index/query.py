@@ -215,6 +215,10 @@ class Filters:
     agent: str | None = None
     speaker: str | None = None
     quality: str | None = None
+    min_non_talk_share: float | None = None  # calls whose non-talk time is at least this share (0-1)
+    min_agent_interruptions: int | None = None
+    min_customer_interruptions: int | None = None
+    rule: str | None = None  # calls with a QA finding of this rule
 
 
 @dataclass

@@ -58,6 +58,10 @@ CREATE TABLE IF NOT EXISTS recordings (
     quality TEXT,
     quality_failures TEXT,
     segments INTEGER NOT NULL DEFAULT 0,
+    analytics TEXT,
+    non_talk_share REAL,
+    agent_interruptions INTEGER,
+    customer_interruptions INTEGER,
     updated_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS recordings_key ON recordings(bucket, key);
@@ -89,7 +93,8 @@ CREATE VIRTUAL TABLE IF NOT EXISTS segments_fts USING fts5(
 );
 """
 # Columns of recordings added after index files were first written, and their types.
-ADDED_COLUMNS = {"size": "INTEGER", "quality": "TEXT", "quality_failures": "TEXT"}
+ADDED_COLUMNS = {"size": "INTEGER", "quality": "TEXT", "quality_failures": "TEXT", "analytics": "TEXT",
+                 "non_talk_share": "REAL", "agent_interruptions": "INTEGER", "customer_interruptions": "INTEGER"}
 
 
 def index_text(text: str) -> str:
@@ -168,6 +173,7 @@ class SqliteIndex(TranscriptIndex):
         rec = transcript.recording
         row = {**recording_fields(rec), **transcript_summary(transcript)}
         row["quality_failures"] = ",".join(row["quality_failures"]) or None
+        row["analytics"] = json.dumps(row["analytics"], ensure_ascii=False) if row["analytics"] else None
         with self._write() as db:
             self._replace_recording_row(db, row)
             for seq, seg in enumerate(transcript.segments):
@@ -219,7 +225,7 @@ class SqliteIndex(TranscriptIndex):
             more = len(keys) > size
             keys = keys[:size]
             rows = {row["rowid"]: row for row in db.execute(
-                "SELECT s.rowid AS rowid, s.*, r.key, r.call_date, r.agent_id,"
+                "SELECT s.rowid AS rowid, s.*, r.key, r.call_date, r.agent_id, r.quality,"
                 f" highlight(segments_fts, 0, '{HL_OPEN}', '{HL_CLOSE}') AS hl"
                 " FROM segments_fts JOIN segments s ON s.rowid = segments_fts.rowid"
                 " JOIN recordings r ON r.recording_id = s.recording_id"
@@ -241,6 +247,7 @@ class SqliteIndex(TranscriptIndex):
                 highlight=restore_highlight(row["text"], row["hl"], open_tag, close_tag),
                 agent_id=row["agent_id"],
                 score=round(-k["score"], 4),
+                quality=row["quality"],
             ))
         cursor = encode_cursor([keys[-1]["score"], keys[-1]["rowid"]]) if more and keys else None
         return SearchPage(hits, cursor)
@@ -259,6 +266,17 @@ class SqliteIndex(TranscriptIndex):
             ).fetchall()
         return [AgentDayCount(r["agent_id"], r["call_date"], r["segments"], r["recordings"]) for r in rows]
 
+    def rule_counts(self, query: str, filters: Filters = Filters()) -> dict[str, int]:
+        matched = self._matching(query, filters)
+        if matched is None:
+            return {}
+        sql, params = matched
+        with closing(self._connect()) as db:
+            rows = db.execute("SELECT f.rule_id, count(DISTINCT f.recording_id) AS recordings FROM findings f"
+                              f" WHERE f.recording_id IN (SELECT s.recording_id {sql}) GROUP BY f.rule_id"
+                              " ORDER BY f.rule_id", params).fetchall()
+        return {r["rule_id"]: r["recordings"] for r in rows}
+
     def _matching(self, query: str, filters: Filters, joins: bool = True) -> tuple[str, list[Any]] | None:
         """FROM/WHERE of the segments matching the query and filters (the MATCH parameter first).
 
@@ -271,8 +289,13 @@ class SqliteIndex(TranscriptIndex):
         params: list[Any] = [expression]
         for clause, value in (("r.call_date >= ?", filters.date_from), ("r.call_date <= ?", filters.date_to),
                               ("r.agent_id = ?", filters.agent), ("s.speaker = ?", filters.speaker),
-                              ("r.quality = ?", filters.quality)):
-            if value:
+                              ("r.quality = ?", filters.quality),
+                              ("r.non_talk_share >= ?", filters.min_non_talk_share),
+                              ("r.agent_interruptions >= ?", filters.min_agent_interruptions),
+                              ("r.customer_interruptions >= ?", filters.min_customer_interruptions),
+                              ("EXISTS (SELECT 1 FROM findings f WHERE f.recording_id = s.recording_id"
+                               " AND f.rule_id = ?)", filters.rule)):
+            if value is not None and value != "":
                 where.append(clause)
                 params.append(value)
         tables = "FROM segments_fts"
@@ -286,7 +309,11 @@ class SqliteIndex(TranscriptIndex):
         """One recording's row (bucket, key, call date, state, ...), e.g. to play its audio."""
         with closing(self._connect()) as db:
             row = db.execute("SELECT * FROM recordings WHERE recording_id = ?", (recording_id,)).fetchone()
-        return None if row is None else dict(row)
+        if row is None:
+            return None
+        found = dict(row)
+        found["analytics"] = json.loads(found["analytics"]) if found.get("analytics") else None
+        return found
 
     def delete_recording(self, bucket: str, key: str) -> int:
         with self._write() as db:
