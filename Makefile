@@ -39,6 +39,8 @@ demo: setup airflow-init
 	@$(BIN)/airflow dags test qa_audit_nightly $(DEMO_DATE) > var/demo-audit.log 2>&1 \
 	  || { tail -n 60 var/demo-audit.log; exit 1; }
 	$(BIN)/asr audit --date $(DEMO_DATE)
+	@echo "== the call page of the stereo call (start the page with: $(BIN)/asr ui)"
+	$(BIN)/asr search "minimum deposit" --limit 1 --urls
 
 test: setup test-setup
 	$(BIN)/python -m pytest

@@ -24,6 +24,7 @@ from asr_tasks.index.query import parse as parse_query
 from asr_tasks.models import Segment
 
 TIMELINE_WIDTH = 1000
+LABEL_WIDTH = 70  # the lanes' names, left of the time axis
 LANE_HEIGHT = 18
 EXPORT_FORMATS = ("txt", "srt", "vtt", "json")
 
@@ -82,38 +83,42 @@ def marked(text: str, terms: list[str]) -> Markup:
 def timeline_svg(duration: float, analytics: dict[str, Any], findings: list[dict[str, Any]],
                  speakers: list[str]) -> Markup:
     """The call on one axis: each speaker's talk in their lane, silences and overlaps below, findings as markers."""
-    scale = TIMELINE_WIDTH / duration if duration > 0 else 0.0
+    scale = (TIMELINE_WIDTH - LABEL_WIDTH) / duration if duration > 0 else 0.0
+
+    def x(t: float) -> str:
+        return f"{LABEL_WIDTH + t * scale:.1f}"
+
     speech = {name: [(float(a), float(b)) for a, b in spans] for name, spans in (analytics.get("speech") or {}).items()}
     lanes = [name for name in speakers if name in speech] or sorted(speech)
     height = LANE_HEIGHT * (len(lanes) + 1) + 24
     parts = [f'<svg id="timeline" class="timeline" viewBox="0 0 {TIMELINE_WIDTH} {height}" '
-             f'width="100%" height="{height}" data-duration="{duration:.3f}" role="img" '
+             f'width="100%" height="{height}" data-duration="{duration:.3f}" data-axis-from="{LABEL_WIDTH}" '
+             f'data-axis-width="{TIMELINE_WIDTH - LABEL_WIDTH}" data-view-width="{TIMELINE_WIDTH}" role="img" '
              'aria-label="Timeline: each speaker\'s talk, silences, overlaps and findings">']
     for n, name in enumerate(lanes):
         y = n * LANE_HEIGHT
         parts.append(f'<text x="2" y="{y + 13}" class="lane-name">{html.escape(name)}</text>')
         for a, b in speech[name]:
-            parts.append(f'<rect class="talk {html.escape(name)}" x="{a * scale:.1f}" y="{y + 2}" '
+            parts.append(f'<rect class="talk {html.escape(name)}" x="{x(a)}" y="{y + 2}" '
                          f'width="{max(1.0, (b - a) * scale):.1f}" height="{LANE_HEIGHT - 4}"><title>{html.escape(name)} '
                          f'{a:.1f}-{b:.1f} s</title></rect>')
     y = len(lanes) * LANE_HEIGHT
     for a, b in analytics.get("silences") or []:
-        parts.append(f'<rect class="silence" x="{a * scale:.1f}" y="{y + 4}" width="{max(1.0, (b - a) * scale):.1f}" '
+        parts.append(f'<rect class="silence" x="{x(a)}" y="{y + 4}" width="{max(1.0, (b - a) * scale):.1f}" '
                      f'height="{LANE_HEIGHT - 8}"><title>silence {a:.1f}-{b:.1f} s</title></rect>')
     if len(lanes) == 2:
         for a, b in intersect(speech[lanes[0]], speech[lanes[1]]):
-            parts.append(f'<rect class="overlap" x="{a * scale:.1f}" y="{y + 2}" '
+            parts.append(f'<rect class="overlap" x="{x(a)}" y="{y + 2}" '
                          f'width="{max(1.0, (b - a) * scale):.1f}" height="{LANE_HEIGHT - 4}">'
                          f'<title>overlap {a:.1f}-{b:.1f} s</title></rect>')
     for f in findings:
-        x = float(f["start"]) * scale
-        parts.append(f'<path class="finding {html.escape(str(f["severity"]))}" d="M{x:.1f} {y + LANE_HEIGHT + 2} '
+        parts.append(f'<path class="finding {html.escape(str(f["severity"]))}" d="M{x(float(f["start"]))} {y + LANE_HEIGHT + 2} '
                      f'l5 9 h-10 z"><title>{html.escape(str(f["rule_id"]))} at {float(f["start"]):.1f} s</title></path>')
     ticks = max(1, int(duration // 60) or 1)
     step = duration / ticks if duration else 0
     for k in range(ticks + 1):
         t = k * step
-        parts.append(f'<text x="{min(t * scale, TIMELINE_WIDTH - 30):.1f}" y="{height - 2}" class="tick">'
+        parts.append(f'<text x="{min(float(x(t)), TIMELINE_WIDTH - 30):.1f}" y="{height - 2}" class="tick">'
                      f'{int(t // 60)}:{int(t % 60):02d}</text>')
     parts.append("</svg>")
     return Markup("".join(parts))

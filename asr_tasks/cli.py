@@ -12,7 +12,7 @@ import tempfile
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Sequence
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import yaml
 
@@ -220,6 +220,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     rows = [[h.call_date or "-", h.agent_id or "-", h.speaker, f"{clock(h.start)}-{clock(h.end)}", h.key,
              "review" if h.quality == "needs_review" else "", _format_highlight(h.highlight, tty)] for h in page.hits]
     print(_table(["DATE", "AGENT", "SPEAKER", "TIME", "RECORDING", "QUALITY", "TEXT"], rows))
+    if args.urls:  # the call page of each hit, opened at its second with the search's words marked
+        base = get_settings().quality.search_url.rstrip("/")
+        for h in page.hits:
+            print(f"{base}/call/{h.recording_id}?{urlencode({'q': args.query, 't': f'{h.start:.1f}'})}")
     if page.next_after:
         print(f"more hits: add --after {page.next_after}")
     return 0
@@ -372,6 +376,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--after", metavar="CURSOR", help="the next page, as printed after the previous one")
     p.add_argument("--counts", action="store_true", help="matching segments and calls per agent and day")
     p.add_argument("--export", metavar="FILE", help="every hit (all pages) into FILE.csv or FILE.json")
+    p.add_argument("--urls", action="store_true", help="print each hit's call page (search_url, as `asr ui` serves it)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_search)
 

@@ -375,7 +375,7 @@ def create_app(
             return "; ".join(f"{f['rule_id']}: {f['description']}" for f in findings
                              if float(f["start"]) < seg.end and seg.start < float(f["end"]) and f["matched_text"])
 
-        languages = {s.language for s in segments if s.language}
+        languages = {s.language for s in segments if s.language} or {rec.get("language") or "en"}
         access.append(user, "read", recording_id=recording_id, detail=f"call page at {t:.1f} s" + (
             f", from a search for {q!r}" if q else ""))
         base = request.scope.get("root_path", "").rstrip("/") + "/"
@@ -385,7 +385,7 @@ def create_app(
             channels=len(analytics.get("speech") or {}) or len(speakers), failures=[
                 f for f in (rec.get("quality_failures") or "").split(",") if f],
             terms=terms, mark=lambda text: marked(text, terms), flag=flag, clock=clock, t=t,
-            formats=EXPORT_FORMATS, lang="zh" if languages == {"zh"} else "en", nonce=request.state.nonce))
+            formats=EXPORT_FORMATS, lang=languages.pop() if len(languages) == 1 else "en", nonce=request.state.nonce))
 
     @app.get("/api/export")
     def export_hits(q: Annotated[str, Query(max_length=MAX_QUERY_CHARS)],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import getpass
 import json
 import os
@@ -10,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -237,8 +239,66 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
     assert proc.returncode == 0 and "state=success" in log, log[-5000:]
     assert "Returned value was: {}" in log  # the index step: nothing to count
 
-    # Records management on the day's output: a hold, an erasure, an erasure killed halfway, retention.
+    # The call page of the stereo call in a real browser, then records management on the day's output.
+    call_page_in_a_browser(tmp_path, env, status)
     records_management(tmp_path, env, status)
+
+
+def call_page_in_a_browser(tmp_path: Path, env: dict[str, str], status: dict[str, Any]) -> None:
+    """Every segment in order with both speakers; a click on a turn seeks there; playing moves the highlight."""
+    from browser import Browser
+    from services import free_port
+
+    rid = next(r["recording_id"] for r in status["recordings"] if r["key"].endswith("call_0001.wav"))
+    with sqlite3.connect(tmp_path / "index.sqlite") as conn:
+        said = [(round(start, 3), speaker) for start, speaker in conn.execute(
+            "SELECT start, speaker FROM segments WHERE recording_id = ? ORDER BY start, channel", (rid,))]
+    port = free_port()
+    ui = subprocess.Popen([str(BIN / "asr"), "ui", "--port", str(port)], env=env, cwd=PROJECT_ROOT,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    browser = Browser(tmp_path / "chromium-profile")
+    try:
+        url = f"http://127.0.0.1:{port}/call/{rid}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and ui.poll() is None, "asr ui did not come up"
+                time.sleep(0.2)
+        browser.send("Page.enable")
+        browser.send("Page.navigate", url=url)
+        browser.wait_for("document.readyState === 'complete' && document.querySelectorAll('.seg').length > 0")
+        shown = browser.js("Array.from(document.querySelectorAll('.seg')).map(s => [parseFloat(s.dataset.start),"
+                           " s.closest('.turn').classList[1]])")
+        assert [(round(a, 3), who) for a, who in shown] == said  # every segment, in the order said
+        assert {who for _, who in said} == {"agent", "customer"}
+        browser.wait_for("document.getElementById('player').readyState >= 1")
+        second = browser.js("parseFloat(document.querySelectorAll('.turn')[1].dataset.start)")
+        browser.click(".turn:nth-of-type(2) .who")
+        browser.wait_for(f"Math.abs(document.getElementById('player').currentTime - {second}) < 0.3")
+        half = browser.js("(() => { const b = document.getElementById('timeline').getBoundingClientRect();"
+                          " return [b.x + b.width * (70 + 465) / 1000, b.y + 10]; })()")  # the axis' middle
+        for kind in ("mousePressed", "mouseReleased"):
+            browser.send("Input.dispatchMouseEvent", type=kind, x=half[0], y=half[1], button="left", clickCount=1)
+        browser.wait_for("(() => { const p = document.getElementById('player');"
+                         " return Math.abs(p.currentTime - p.duration / 2) < 0.5; })()")  # the timeline seeks
+        browser.js("document.getElementById('player').currentTime = 0; document.getElementById('player').play()")
+        first = browser.wait_for("document.querySelector('.seg.current') && document.querySelector('.seg.current')"
+                                 ".dataset.start")
+        later = browser.wait_for(f"(() => {{ const c = document.querySelector('.seg.current');"
+                                 f" return c && c.dataset.start !== '{first}' && c.dataset.start; }})()", timeout=60)
+        assert float(later) > float(first)  # the highlight follows the playback
+        browser.js("document.getElementById('player').pause()")
+        shot = browser.send("Page.captureScreenshot", format="png")
+        artefacts = PROJECT_ROOT / "var" / "test-artefacts"
+        artefacts.mkdir(parents=True, exist_ok=True)
+        (artefacts / "call-page-stereo.png").write_bytes(base64.b64decode(shot["data"]))
+    finally:
+        browser.close()
+        ui.terminate()
+        ui.wait(timeout=30)
 
 
 def traces(tmp_path: Path, rid: str, key: str) -> list[str]:

@@ -111,3 +111,10 @@ def test_ui_serves_the_search_page(env: dict[str, str]) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_urls_open_each_hits_call_page(env: dict[str, str]) -> None:
+    proc = asr(env, "guarantee a return", "--urls")
+    assert proc.returncode == 0, proc.stderr
+    link = proc.stdout.strip().splitlines()[-1]
+    assert link.startswith("http://localhost:8091/call/") and link.endswith("?q=guarantee+a+return&t=0.5")

@@ -9,12 +9,12 @@ var/test-artefacts/search-page.png.
 from __future__ import annotations
 
 import base64
+import csv
+import io
 import getpass
-import itertools
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,7 +29,6 @@ import pytest
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
-from websockets.sync.client import ClientConnection, connect
 
 from asr_tasks.access_log import AccessLog
 from asr_tasks.config import PROJECT_ROOT, Settings
@@ -38,6 +37,7 @@ from asr_tasks.ledger import open_ledger
 from asr_tasks.models import Quarantine, Recording, Segment, Transcript, recording_id_for
 from asr_tasks.storage import LocalStore, MinioConfig, MinioStore
 from asr_tasks.webui import create_app
+from browser import Browser
 
 ARTEFACTS = PROJECT_ROOT / "var" / "test-artefacts"
 JFK_KEY = "calls/2026/11/27/call_0005_jfk.flac"
@@ -287,75 +287,6 @@ def test_the_fab_auth_manager_grants_each_route_by_role(
     (ARTEFACTS / "access-log-excerpt.txt").write_text(excerpt + "\n")
 
 
-class Browser:
-    """Headless Chromium driven over the DevTools protocol (a websocket per page)."""
-
-    def __init__(self, profile: Path) -> None:
-        binary = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)),
-                      None)
-        if binary is None:
-            pytest.fail("Chromium not found: `make system-deps` installs Debian's chromium")
-        self.proc = subprocess.Popen(
-            [binary, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-             "--no-default-browser-check", "--mute-audio", "--window-size=1200,800", f"--user-data-dir={profile}",
-             "--remote-debugging-port=0", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + 60
-        while not (port_file.exists() and port_file.read_text().count("\n") >= 1):
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                self.close()
-                pytest.fail(f"Chromium did not open its DevTools port (exit {self.proc.poll()})")
-            time.sleep(0.1)
-        port = int(port_file.read_text().splitlines()[0])
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as answer:
-            page = next(t for t in json.load(answer) if t["type"] == "page")
-        self.ws: ClientConnection = connect(page["webSocketDebuggerUrl"], max_size=None)
-        self.ids = itertools.count(1)
-
-    def send(self, method: str, **params: Any) -> dict[str, Any]:
-        msg_id = next(self.ids)
-        self.ws.send(json.dumps({"id": msg_id, "method": method, "params": params}))
-        while True:
-            message = json.loads(self.ws.recv(timeout=60))
-            if message.get("id") == msg_id:
-                if "error" in message:
-                    raise AssertionError(f"{method}: {message['error']}")
-                return message["result"]
-
-    def js(self, expression: str) -> Any:
-        result = self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
-        if "exceptionDetails" in result:
-            raise AssertionError(f"{expression}: {result['exceptionDetails']}")
-        return result["result"].get("value")
-
-    def wait_for(self, expression: str, timeout: float = 30.0) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = self.js(expression)
-            if value:
-                return value
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {expression}")
-
-    def click(self, selector: str) -> None:
-        """A real mouse click (a user gesture) in the middle of the element."""
-        box = self.js(f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
-                      " return [r.x + r.width / 2, r.y + r.height / 2]; })()")
-        for kind in ("mousePressed", "mouseReleased"):
-            self.send("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
-
-    def close(self) -> None:
-        if hasattr(self, "ws"):
-            self.ws.close()
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
 @pytest.fixture
 def served(settings: Settings, world: tuple[SqliteIndex, LocalStore]) -> Iterator[tuple[str, list[dict[str, str]]]]:
     """The page on a real HTTP server (uvicorn on loopback), with the audio requests it receives."""
@@ -529,3 +460,98 @@ def test_a_call_with_personal_data_is_played_from_its_redacted_rendition(
     served = client.get(f"/audio/{jfk_rec.recording_id}")
     assert served.status_code == 200 and served.content == rendition.read_bytes()
     assert served.headers["content-type"] == "audio/flac"
+
+
+STEREO_KEY = "calls/2026/11/27/stereo.wav"
+
+
+@pytest.fixture
+def stereo(settings: Settings, world: tuple[SqliteIndex, LocalStore], jfk: Path) -> Recording:
+    """A two-speaker call with analytics and a finding, indexed beside the world's calls."""
+    index, store = world
+    rec = _recording(STEREO_KEY, "AG-1007")
+    store.put_file("recordings", STEREO_KEY, jfk)
+    lines = [("agent", 0, 0.5, 2.0, "Hello, thank you for calling."), ("agent", 0, 2.2, 3.0, "How can I help?"),
+             ("customer", 1, 3.5, 5.0, "=HYPERLINK(\"x\") returns <b>now</b>."),
+             ("agent", 0, 5.5, 8.0, "This fund guarantees your returns."), ("customer", 1, 8.5, 9.5, "收益多少？")]
+    transcript = Transcript(
+        recording=rec, duration=11.0, language="en", model="m", pipeline_version="1", quality="needs_review",
+        quality_failures=["speech_rate"], segments=[Segment(rec.recording_id, ch, who, a, b, text)
+                                                    for who, ch, a, b, text in lines],
+        analytics={"non_talk_share": 0.3, "non_talk_seconds": 3.3, "talk_seconds": 7.7, "longest_silence_seconds": 1.0,
+                   "overlap_seconds": 0.4, "turns": 4, "silences": [[9.5, 11.0]],
+                   "speech": {"agent": [[0.5, 3.0], [5.5, 8.0]], "customer": [[3.5, 5.0], [7.6, 9.5]]},
+                   "speakers": {"agent": {"talk_seconds": 5.0, "talk_share": 0.65, "words": 14, "words_per_minute": 168.0,
+                                          "turns": 2, "interruptions": 0},
+                                "customer": {"talk_seconds": 2.7, "talk_share": 0.35, "words": 8,
+                                             "words_per_minute": 177.8, "turns": 2, "interruptions": 1}}})
+    index.replace_recording(transcript)
+    index.replace_findings("2026-11-27", [{"finding_id": "f1", "recording_id": rec.recording_id, "rule_id":
+                                           "promise-of-return", "severity": "high", "description": "A promise.",
+                                           "speaker": "agent", "start": 5.5, "end": 8.0, "key": STEREO_KEY,
+                                           "matched_text": "guarantees your returns", "agent_id": "AG-1007"}])
+    return rec
+
+
+def test_the_call_page_shows_the_whole_conversation(client: TestClient, stereo: Recording) -> None:
+    page = client.get(f"/call/{stereo.recording_id}", params={"q": "returns", "t": 5.5})
+    assert page.status_code == 200
+    html = page.text
+    said = re.findall(r'class="seg[^"]*" data-start="([\d.]+)"', html)
+    assert said == ["0.500", "2.200", "3.500", "5.500", "8.500"]  # every segment, in order
+    assert [m.group(1) for m in re.finditer(r'<div class="turn (\w+)"', html)] == ["agent", "customer", "agent",
+                                                                                   "customer"]
+    assert html.count('<mark class="match">returns</mark>') == 2  # the search's term, in both speakers' words
+    assert "&lt;b&gt;now&lt;/b&gt;" in html and "<b>now</b>" not in html  # the transcript is text, never markup
+    assert 'class="seg flagged" data-start="5.500"' in html and "promise-of-return at 0:05.5" in html
+    assert "needs_review" in html and "speech_rate" in html and "AG-1007" in html and "收益多少" in html
+    assert '<svg id="timeline"' in html and html.count('class="talk agent"') == 2 and 'class="overlap"' in html
+    assert 'class="finding high"' in html and 'src="audio/' + stereo.recording_id + '?t=5.5"' in html
+    assert "30 %" in html and "1 interruptions" in html
+    assert client.get("/call/0123456789abcdef01234567").status_code == 404
+
+
+def test_a_calls_transcript_exports_in_four_formats(client: TestClient, stereo: Recording) -> None:
+    base = f"/call/{stereo.recording_id}/transcript"
+    txt = client.get(f"{base}.txt")
+    assert txt.status_code == 200 and "attachment" in txt.headers["content-disposition"]
+    assert "[00:00:05.500] agent: This fund guarantees your returns." in txt.text
+    srt = client.get(f"{base}.srt").text
+    assert srt.startswith("1\n00:00:00,500 --> 00:00:02,000\nagent: Hello, thank you for calling.\n")
+    vtt = client.get(f"{base}.vtt").text
+    assert vtt.startswith("WEBVTT\n\n00:00:00.500 --> 00:00:02.000\n<v agent>Hello")
+    data = client.get(f"{base}.json").json()
+    assert [s["speaker"] for s in data["segments"]] == ["agent", "agent", "customer", "agent", "customer"]
+    assert data["quality"] == "needs_review" and client.get(f"{base}.doc").status_code == 404
+
+
+def test_a_searchs_whole_result_exports_as_csv_and_json(client: TestClient, stereo: Recording) -> None:
+    csv_text = client.get("/api/export", params={"q": "returns | 收益", "format": "csv"}).text
+    rows = list(csv.DictReader(io.StringIO(csv_text)))
+    assert {r["key"] for r in rows} == {STEREO_KEY, ZH_KEY} and len(rows) == 5
+    assert [r["text"] for r in rows if "HYPERLINK" in r["text"]] == ["'=HYPERLINK(\"x\") returns <b>now</b>."]
+    assert all(not r["text"].startswith("=") for r in rows)  # a spreadsheet runs no formula from a transcript
+    data = client.get("/api/export", params={"q": "returns | 收益", "format": "json", "agent": "AG-1007"}).json()
+    assert {h["key"] for h in data} == {STEREO_KEY} and {h["quality"] for h in data} == {"needs_review"}
+    assert client.get("/api/export", params={"q": "x", "format": "xml"}).status_code == 400
+    narrowed = client.get("/api/search", params={"q": "returns | 收益", "min_non_talk_share": 0.25}).json()["hits"]
+    assert {h["key"] for h in narrowed} == {STEREO_KEY}
+
+
+def test_browser_renders_a_chinese_call_page(served: tuple[str, list[dict[str, str]]], tmp_path: Path) -> None:
+    url, _ = served
+    zh = _recording(ZH_KEY, "AG-1001")
+    browser = Browser(tmp_path / "chromium-profile")
+    try:
+        browser.send("Page.enable")
+        browser.send("Page.navigate", url=f"{url}call/{zh.recording_id}?q=%E6%94%B6%E7%9B%8A")
+        browser.wait_for("document.readyState === 'complete' && document.querySelectorAll('.seg').length === 2")
+        assert browser.js("document.documentElement.lang") == "zh"
+        assert browser.js("document.querySelector('.turn.customer .said').innerText").strip() == "收益多少？"
+        assert browser.js("document.querySelectorAll('mark.match').length") == 2  # 收益, in both turns
+        assert browser.js("document.fonts.check('16px \"Noto Sans CJK SC\"')")  # a CJK font, not boxes
+        shot = browser.send("Page.captureScreenshot", format="png")
+        ARTEFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTEFACTS / "call-page-chinese.png").write_bytes(base64.b64decode(shot["data"]))
+    finally:
+        browser.close()
