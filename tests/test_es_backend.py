@@ -146,6 +146,8 @@ class FakeElasticsearch:
             return 200, {"acknowledged": True}
         if len(parts) == 1 and call.method == "PUT":
             return 200, {"acknowledged": True, "shards_acknowledged": True, "index": parts[0]}
+        if len(parts) == 2 and parts[1] == "_mapping" and call.method == "PUT":
+            return 200, {"acknowledged": True}
         if len(parts) == 3 and parts[1] == "_doc" and call.method == "GET":
             return 404, {"_index": parts[0], "_id": parts[2], "found": False}
         if parts[-1] == "_search":
@@ -257,6 +259,7 @@ def test_templates_yearly_indices_and_bulk_actions(index: ElasticsearchIndex, es
         "pipeline_version": "3", "segment_id": f"{rec.recording_id}-00001", "seq": 1, "channel": 1,
         "speaker": "customer", "start": 2.0, "end": 3.5, "text": "那风险呢？", "avg_logprob": -0.25,
         "no_speech_prob": 0.01, "language": "zh",
+        "non_talk_share": None, "agent_interruptions": None, "customer_interruptions": None,  # no analytics here
     }
     recording = dict(lines[7])
     _timestamp(recording.pop("updated_at"))
@@ -266,6 +269,7 @@ def test_templates_yearly_indices_and_bulk_actions(index: ElasticsearchIndex, es
         "direction": "inbound", "started_at": "2016-03-04T09:15:00+08:00", "duration": 30.0,
         "speech_seconds": 12.5, "language": "zh", "model": "whisper-base", "pipeline_version": "3",
         "state": "indexed", "reason": None, "quality": "pass", "quality_failures": [], "segments": 2,
+        "analytics": None, "non_talk_share": None, "agent_interruptions": None, "customer_interruptions": None,
     }
 
     # Another year: its own indices, templates not sent again; an unknown key has nothing to delete.
@@ -286,6 +290,8 @@ def test_existing_index_and_configured_analyser(es_settings: Settings, es: FakeE
     es.script("PUT", "/calls-zh-segments-2026",
               error(400, "resource_already_exists_exception", "index [calls-zh-segments-2026/abc] already exists"))
     idx.replace_recording(_transcript(_recording("calls/2026/11/27/c2.wav"), ["好"]))
+    mapping = es.of("PUT", "/calls-zh-segments-2026/_mapping")  # an index made earlier gets the newer fields
+    assert len(mapping) == 1 and "non_talk_share" in mapping[0].json()["properties"]
     template = es.of("PUT", "/_index_template/calls-zh-segments")[0].json()
     assert template["index_patterns"] == ["calls-zh-segments-*"]
     assert template["template"]["aliases"] == {"calls-zh-segments": {}}
