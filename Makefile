@@ -41,6 +41,8 @@ demo: setup airflow-init
 	$(BIN)/asr audit --date $(DEMO_DATE)
 	@echo "== the call page of the stereo call (start the page with: $(BIN)/asr ui)"
 	$(BIN)/asr search "minimum deposit" --limit 1 --urls
+	@echo "== progress of $(DEMO_DATE)"
+	$(BIN)/asr progress --from $(DEMO_DATE) --to $(DEMO_DATE) --by day
 
 test: setup test-setup
 	$(BIN)/python -m pytest

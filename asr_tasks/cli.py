@@ -19,7 +19,7 @@ import yaml
 from asr_tasks.config import ConfigError, get_settings
 from asr_tasks.console import print_json
 from asr_tasks.engines import ModelError
-from asr_tasks.records_cli import add_commands
+from asr_tasks import progress_cli, records_cli
 
 
 SECRET_WORDS = ("password", "secret", "api_key", "token")
@@ -400,7 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--date", help="YYYY-MM-DD")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
-    add_commands(sub)
+    records_cli.add_commands(sub)
+    progress_cli.add_commands(sub)
     return parser
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from sqlalchemy import (
+    BigInteger,
     Column,
     DateTime,
     Float,
@@ -75,17 +76,19 @@ recordings = Table(
     *(Column(f"{stage}_seconds", Float) for stage in STAGES),
     Column("sensed_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
-    # added later (``_add_missing_columns``): the sidecar's parties, and an erasure's who and when
+    # added later (``_add_missing_columns``): the sidecar's parties, an erasure's who and when, the audio's size
     Column("agent_id", String(255)),
     Column("customer_id", String(255)),
     Column("erased_by", String(255)),
     Column("erased_at", DateTime(timezone=True)),
+    Column("size", BigInteger),  # bytes of the object, from the listing: what is left, before it is decoded
+    Column("audio_seconds", Float),  # the recording's length, once preprocessing decoded it
     UniqueConstraint("bucket", "key", "etag", name="recording_ledger_version"),
 )
 Index("recording_ledger_date_state", recordings.c.call_date, recordings.c.state)
 Index("recording_ledger_key", recordings.c.bucket, recordings.c.key)
 Index("recording_ledger_customer", recordings.c.customer_id)
-LATER_COLUMNS = ("agent_id", "customer_id", "erased_by", "erased_at")
+LATER_COLUMNS = ("agent_id", "customer_id", "erased_by", "erased_at", "size", "audio_seconds")
 
 # Who searched, played, exported, erased, held or released what: appended, never changed (access_log.py).
 access_log = Table(
@@ -218,7 +221,7 @@ class Ledger:
         rows = [{"recording_id": r.recording_id, "bucket": r.bucket, "key": r.key, "etag": r.etag,
                  "call_date": r.call_date or None, "state": SENSED, "model": model,
                  "pipeline_version": pipeline_version, "sensed_at": now, "updated_at": now,
-                 "agent_id": r.agent_id, "customer_id": r.customer_id} for r in recs]
+                 "agent_id": r.agent_id, "customer_id": r.customer_id, "size": r.size} for r in recs]
         restart = (
             update(t)
             .where(t.c.recording_id == bindparam("rid"), t.c.state != ERASING, t.c.state != ERASED)
@@ -254,6 +257,7 @@ class Ledger:
         stage: str | None = None,
         seconds: float | None = None,
         segments: int | None = None,
+        audio_seconds: float | None = None,
     ) -> bool:
         """Move a recording forward to ``state``; False when it is already there or further (or not in the ledger).
 
@@ -269,6 +273,8 @@ class Ledger:
             values[f"{stage}_seconds"] = None if seconds is None else round(seconds, 3)
         if segments is not None:
             values["segments"] = segments
+        if audio_seconds is not None:
+            values["audio_seconds"] = round(audio_seconds, 3)
         t = recordings
         with self.engine.begin() as db:
             done = db.execute(

@@ -185,7 +185,8 @@ def preprocess(rec: Recording, store: ObjectStore, settings: Settings) -> StageR
         for channel in pre.channels:
             store.put_file(bucket, channel.pcm_key, pcm_paths[channel.channel])
     put_json(store, bucket, f"{prefix}/manifest.json", pre.to_dict())  # written last: the checkpoint
-    ledger.advance(rec.recording_id, PREPROCESSED, stage="preprocess", seconds=time.monotonic() - started)
+    ledger.advance(rec.recording_id, PREPROCESSED, stage="preprocess", seconds=time.monotonic() - started,
+                   audio_seconds=pre.duration)
     log.info("%s: %.1f s, %d channel(s), %d chunks, %.1f s speech",
              rec.key, pre.duration, len(pre.channels), len(pre.chunks), pre.speech_seconds)
     return StageResult(rec.recording_id, rec.key, "preprocessed", prefix, pre.speech_seconds)
