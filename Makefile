@@ -113,8 +113,9 @@ airflow-init: venv
 	@$(BIN)/airflow db migrate > var/airflow/db-migrate.log 2>&1 || { tail -n 30 var/airflow/db-migrate.log; exit 1; }
 	@$(BIN)/asr pools --apply > /dev/null
 
+# airflow standalone starts its parts as `airflow ...` processes: the venv's bin/ must be on PATH.
 standalone: setup airflow-init
-	$(BIN)/airflow standalone
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(BIN)/airflow standalone
 
 clean:
 	rm -rf var
