@@ -1,0 +1,98 @@
+"""`make standalone` for real: Airflow's standalone on a free port runs a two-day backfill of the daily DAG."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from asr_tasks.config import PROJECT_ROOT
+
+BIN = Path(sys.executable).parent
+DAYS = ("2026-11-20", "2026-11-21")
+
+
+def test_make_standalone_puts_the_venvs_commands_on_path() -> None:
+    dry = subprocess.run(["make", "-n", "standalone"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    assert f'PATH="{PROJECT_ROOT}/.venv/bin:$PATH" .venv/bin/airflow standalone' in dry.stdout
+
+
+@pytest.mark.e2e
+def test_standalone_runs_a_backfill_of_two_days(tmp_path: Path, model_dir: Path, jfk: Path) -> None:
+    from services import free_port
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "ASR_"))}
+    env.update({
+        "PATH": f"{BIN}:/usr/bin:/bin",  # what `make standalone` does: its parts are started as `airflow ...`
+        "AIRFLOW_HOME": str(tmp_path / "airflow"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path / 'airflow' / 'airflow.db'}",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
+        "ASR_STORE_ROOT": str(tmp_path / "store"), "ASR_INDEX_PATH": str(tmp_path / "index.sqlite"),
+        "ASR_LEDGER_URL": f"sqlite:///{tmp_path / 'ledger.sqlite'}", "ASR_WORK_DIR": str(tmp_path / "work"),
+        "ASR_TASK_RETRIES": "0", "HF_HUB_OFFLINE": "1",
+    })
+    for day in DAYS:
+        folder = tmp_path / "store" / "recordings" / "calls" / day.replace("-", "/")
+        folder.mkdir(parents=True)
+        shutil.copy(jfk, folder / f"call_{day[-2:]}.flac")
+    for step in (["airflow", "db", "migrate"], ["asr", "pools", "--apply"]):
+        proc = subprocess.run(step, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert proc.returncode == 0, f"{step}: {proc.stderr[-2000:]}"
+    log = (tmp_path / "standalone.log").open("w")
+    server = subprocess.Popen(["airflow", "standalone"], env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=5) as answer:
+                    health = json.load(answer)
+                if health["scheduler"]["status"] == "healthy" and health["dag_processor"]["status"] == "healthy":
+                    break
+            except (OSError, KeyError):
+                pass
+            assert time.monotonic() < deadline and server.poll() is None, (tmp_path / "standalone.log").read_text()[-3000:]
+            time.sleep(1)
+        for step in (["airflow", "dags", "reserialize"], ["airflow", "dags", "unpause", "transcribe_daily"],
+                     ["airflow", "backfill", "create", "--dag-id", "transcribe_daily", "--from-date", DAYS[0],
+                      "--to-date", DAYS[-1], "--max-active-runs", "2"]):
+            proc = subprocess.run(step, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+            assert proc.returncode == 0, f"{step}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        deadline = time.monotonic() + 480
+        states: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            if (tmp_path / "ledger.sqlite").exists():
+                with sqlite3.connect(tmp_path / "ledger.sqlite") as conn:
+                    states = dict(conn.execute("SELECT call_date, state FROM recording_ledger").fetchall())
+            if sorted(states) == list(DAYS) and set(states.values()) == {"indexed"}:
+                break
+            time.sleep(2)
+        assert states == dict.fromkeys(DAYS, "indexed"), (states, (tmp_path / "standalone.log").read_text()[-4000:])
+        report = json.loads(subprocess.run(["asr", "progress", "--from", DAYS[0], "--to", DAYS[-1], "--by", "day",
+                                            "--json"], env=env, capture_output=True, text=True, timeout=120,
+                                           check=True).stdout)
+        assert [(p["period"], p["states"]) for p in report["periods"]] == [(d, {"indexed": 1}) for d in DAYS]
+        assert report["audio_hours_done"] == pytest.approx(2 * 11.0 / 3600, abs=1e-3)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+        log.close()
