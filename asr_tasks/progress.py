@@ -151,5 +151,28 @@ def progress(ledger: Ledger, date_from: str, date_to: str, by: By = "month",
     return report
 
 
+def first_day(ledger: Ledger) -> str | None:
+    """The earliest call date in the ledger: where a range without a start begins."""
+    with ledger.engine.connect() as db:
+        return db.execute(select(func.min(recordings.c.call_date))).scalar()
+
+
 def _days(first: date, last: date) -> list[date]:
     return [first + timedelta(days=n) for n in range((last - first).days + 1)] if last >= first else []
+
+
+def finished_per_hour(ledger: Ledger, now: datetime, hours: int = 48) -> list[tuple[str, int, float]]:
+    """(hour, recordings, audio hours) that reached a final state in each of the last ``hours`` hours, oldest first."""
+    t = recordings
+    since = now - timedelta(hours=hours)
+    if ledger.engine.dialect.name == "postgresql":
+        hour = func.to_char(func.timezone("UTC", t.c.updated_at), 'YYYY-MM-DD"T"HH24')
+    else:
+        hour = func.strftime("%Y-%m-%dT%H", t.c.updated_at)
+    query = (select(hour.label("hour"), func.count(), func.sum(t.c.audio_seconds))
+             .where(t.c.state.in_(FINAL_STATES), t.c.updated_at >= since, t.c.updated_at <= now)
+             .group_by("hour"))
+    with ledger.engine.connect() as db:
+        found = {h: (int(n), (audio or 0.0) / 3600) for h, n, audio in db.execute(query)}
+    slots = [(since + timedelta(hours=k + 1)).strftime("%Y-%m-%dT%H") for k in range(hours)]
+    return [(h, *found.get(h, (0, 0.0))) for h in slots]

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from asr_tasks.config import get_settings
 from asr_tasks.console import print_json
-from asr_tasks.progress import Progress, progress
+from asr_tasks.progress import Progress, first_day, progress
 
 
 def render(report: Progress) -> Group:
@@ -38,8 +38,8 @@ def render(report: Progress) -> Group:
     hours_left = report.audio_hours_left
     parts.append(f"left: {'unknown (nothing decoded yet)' if hours_left is None else f'{hours_left:.1f} audio hours'}; "
                  "ETA: "
-                 + (f"{report.eta_hours:.1f} h (about {report.eta_at})" if report.eta_hours is not None
-                    else "none (nothing finished in the last day)"))
+                 + ("nothing left" if hours_left == 0 else f"{report.eta_hours:.1f} h (about {report.eta_at})"
+                    if report.eta_hours is not None else "none (nothing finished in the last day)"))
     if report.failures:
         failed = Table(title="failures by reason", title_justify="left")
         for column in ("state", "count", "reason", "example"):
@@ -66,7 +66,7 @@ def cmd_progress(args: argparse.Namespace) -> int:
         print(f"asr: progress: expected YYYY-MM-DD dates ({exc})", file=sys.stderr)
         return 2
     if not args.date_from:  # from the ledger's first day, so ten years of days are not listed as missing
-        first = ledger_first_day(open_ledger(get_settings().ledger)) or last
+        first = first_day(open_ledger(get_settings().ledger)) or last
     ledger = open_ledger(get_settings().ledger)
     if args.json:
         print_json(progress(ledger, first, last, args.by).to_dict())
@@ -82,15 +82,6 @@ def cmd_progress(args: argparse.Namespace) -> int:
                 live.update(render(progress(ledger, first, last, args.by)))
         except KeyboardInterrupt:
             return 0
-
-
-def ledger_first_day(ledger: Any) -> str | None:
-    from sqlalchemy import func, select
-
-    from asr_tasks.ledger import recordings
-
-    with ledger.engine.connect() as db:
-        return db.execute(select(func.min(recordings.c.call_date))).scalar()
 
 
 def add_commands(sub: Any) -> None:

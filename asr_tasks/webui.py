@@ -31,6 +31,7 @@ from typing import Annotated, Any, Sequence
 from urllib.parse import urlencode
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, params
+from fastapi import Path as PathParam
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response, StreamingResponse
 from markupsafe import Markup
 from pydantic import BaseModel, ConfigDict
@@ -50,6 +51,7 @@ from asr_tasks.index.query import HL_CLOSE, HL_OPEN, clock
 from asr_tasks.ledger import GONE_STATES, open_ledger
 from asr_tasks.models import Segment
 from asr_tasks.permissions import PERMISSIONS
+from asr_tasks.progress import finished_per_hour, first_day, progress
 from asr_tasks.storage import ObjectStore, get_json, open_store
 from asr_tasks.templates import render
 
@@ -143,6 +145,27 @@ def facets(form: dict[str, str], counts: Sequence[Any], rules: dict[str, int]) -
         "day": [(d, n, narrowed(date_from=d, date_to=d)) for d, n in sorted(days.items()) if d],
         "finding": [(r, n, narrowed(rule=r)) for r, n in sorted(rules.items(), key=lambda x: -x[1])],
     }
+
+
+DAY_PATTERN = r"^(\d{4}-\d{2}-\d{2})?$"
+
+
+def throughput_svg(series: list[tuple[str, int, float]]) -> Markup:
+    """Audio hours finished per hour as columns, the hours under them every 6 hours."""
+    width, height = 960, 120
+    step = width / max(1, len(series))
+    top = max((hours for _, _, hours in series), default=0.0) or 1.0
+    parts = [f'<svg viewBox="0 0 {width} {height + 16}" width="100%" height="{height + 16}" role="img" '
+             'aria-label="audio hours finished per hour">']
+    for n, (hour, count, hours) in enumerate(series):
+        h = height * hours / top
+        parts.append(f'<rect class="col" x="{n * step:.1f}" y="{height - h:.1f}" width="{max(1.0, step - 1):.1f}" '
+                     f'height="{h:.1f}"><title>{html.escape(hour)}:00 {count} recordings, {hours:.2f} audio h'
+                     '</title></rect>')
+        if n % 6 == 0:
+            parts.append(f'<text x="{n * step:.1f}" y="{height + 12}">{html.escape(hour[5:])}h</text>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
 
 
 def query_filters(
@@ -409,6 +432,36 @@ def create_app(
         media = {"txt": "text/plain", "srt": "application/x-subrip", "vtt": "text/vtt", "json": "application/json"}
         return Response(export_transcript(fmt, rec, segments), media_type=f"{media[fmt]}; charset=utf-8",
                         headers={"Content-Disposition": f'attachment; filename="{recording_id}.{fmt}"'})
+
+    @app.get("/progress", response_class=HTMLResponse)
+    def progress_page(request: Request, date_from: str = Query("", pattern=DAY_PATTERN),
+                      date_to: str = Query("", pattern=DAY_PATTERN), user: str = reader) -> HTMLResponse:
+        """The operator's view: a bar per year and month, finished audio per hour, failures by reason."""
+        ledger = open_ledger(settings.ledger)
+        now = datetime.now(timezone.utc)
+        last = date_to or now.date().isoformat()
+        report = progress(ledger, date_from or first_day(ledger) or last, last, "month", now)
+        years: dict[str, list[Any]] = {}
+        for p in report.periods:
+            years.setdefault(p.period[:4], []).append(p)
+        rows = [(year, months, sum(p.share_done * p.recordings for p in months) / max(1, sum(p.recordings
+                                                                                          for p in months)),
+                 sum(p.recordings for p in months)) for year, months in sorted(years.items())]
+        base = request.scope.get("root_path", "").rstrip("/") + "/"
+        return HTMLResponse(render("progress.html", base=base, report=report, years=rows, nonce=request.state.nonce,
+                                   chart=throughput_svg(finished_per_hour(ledger, now)),
+                                   day_of=lambda key: "-".join(key.split("/")[-4:-1])))
+
+    @app.get("/progress/day/{day}", response_class=HTMLResponse)
+    def progress_day(request: Request, day: str = PathParam(pattern=DAY_PATTERN), user: str = reader) -> HTMLResponse:
+        """One day's recordings from the ledger, as ``asr status`` prints them."""
+        rows = [r for r in open_ledger(settings.ledger).rows(day) if r["state"] != "superseded"]
+        counts: dict[str, int] = {}
+        for r in rows:
+            counts[r["state"]] = counts.get(r["state"], 0) + 1
+        base = request.scope.get("root_path", "").rstrip("/") + "/"
+        return HTMLResponse(render("progress_day.html", base=base, day=day, rows=rows, counts=counts,
+                                   nonce=request.state.nonce))
 
     @app.get("/api/recordings/{recording_id}/unredacted")
     def unredacted(recording_id: str, user: str = unredacted_reader) -> dict[str, Any]:

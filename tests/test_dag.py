@@ -295,6 +295,14 @@ def call_page_in_a_browser(tmp_path: Path, env: dict[str, str], status: dict[str
         artefacts = PROJECT_ROOT / "var" / "test-artefacts"
         artefacts.mkdir(parents=True, exist_ok=True)
         (artefacts / "call-page-stereo.png").write_bytes(base64.b64decode(shot["data"]))
+
+        # The operator's page for the day: its month's bar full, the day's detail a click away.
+        browser.send("Page.navigate", url=f"http://127.0.0.1:{port}/progress?date_from={DAY}&date_to={DAY}")
+        browser.wait_for("document.readyState === 'complete' && !!document.querySelector('tr.year')")
+        assert browser.js("document.querySelector('tr.year td:nth-child(2)').innerText") == "100 %"
+        assert browser.js("document.querySelectorAll('svg .col').length") == 48
+        shot = browser.send("Page.captureScreenshot", format="png")
+        (artefacts / "progress-page.png").write_bytes(base64.b64decode(shot["data"]))
     finally:
         browser.close()
         ui.terminate()

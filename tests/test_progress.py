@@ -92,3 +92,23 @@ def test_asr_progress_prints_a_table_and_json(ledger: Ledger) -> None:
     assert [p["period"] for p in data["periods"]] == ["2026-10-05", "2026-11-02"] and data["recordings"] == 9
     bad = subprocess.run([asr, "progress", "--from", "tomorrow"], env=env, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "YYYY-MM-DD" in bad.stderr
+
+
+def test_the_progress_page_shows_years_months_the_hourly_chart_and_failures(ledger: Ledger, tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from asr_tasks.config import Settings
+    from asr_tasks.webui import create_app
+
+    settings = Settings().override(ledger_url=ledger.url, index_path=str(tmp_path / "index.sqlite"),
+                                   store_root=str(tmp_path / "store"))
+    client = TestClient(create_app(settings))
+    page = client.get("/progress", params={"date_from": "2026-10-01", "date_to": "2026-11-30"})
+    assert page.status_code == 200
+    html = page.text
+    assert '<tr class="year"><td>2026</td>' in html and "<td>2026-10</td><td>100 %</td>" in html
+    assert html.count('class="col"') == 48  # one column per hour of the last two days
+    assert 'href="progress/day/2026-10-05">calls/2026/10/05/c4.wav</a>' in html
+    day = client.get("/progress/day/2026-10-05").text
+    assert "quarantined" in day and day.count("calls/2026/10/05/") == 5
+    assert client.get("/progress/day/not-a-day").status_code == 422
