@@ -9,12 +9,14 @@ import logging
 import subprocess
 import sys
 import tempfile
+import time
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import yaml
+from rich.console import Console
 
 from asr_tasks.config import ConfigError, get_settings
 from asr_tasks.console import print_json
@@ -91,13 +93,22 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     )
     from asr_tasks.storage import recording_for_file
 
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     settings = get_settings()
     engine = load_engine(settings)
     failed = 0
     names: list[str] = []
-    with tempfile.TemporaryDirectory() as work:
+    # a bar on a terminal (files, audio seconds, speed), on stderr; nothing with --json or when piped
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("{task.fields[audio]:.0f} s of audio, {task.fields[speed]:.1f}x real time"),
+                   TimeElapsedColumn(), console=Console(stderr=True), disable=args.json or not sys.stderr.isatty(),
+                   transient=True)
+    with tempfile.TemporaryDirectory() as work, bar:
+        files = bar.add_task("decoding", total=len(args.files), audio=0.0, speed=0.0)
         pres, pcm = [], {}
         for n, name in enumerate(args.files):
+            bar.advance(files)
             path = Path(name)
             try:
                 if not path.is_file():
@@ -113,12 +124,16 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             names.append(name)
             pcm[id(pre)] = pcm_paths
         transcripts = []
+        done = bar.add_task("transcribing", total=len(pres), audio=0.0, speed=0.0)
+        started = time.monotonic()
         for group in speech_groups(pres, unit_seconds(engine, settings)):
             items = [(chunk, read_pcm(pcm[id(pre)][chunk.channel], settings.audio.sample_rate, chunk.start, chunk.end))
                      for pre in group for chunk in pre.chunks]
             owners = [n for n, pre in enumerate(group) for _ in pre.chunks]
             for pre, segments in zip(group, transcribe_group(engine, items, owners, len(group))):
                 transcripts.append(build_transcript(pre, segments, engine.model_name, settings, gate=False))
+            audio = sum(t.duration for t in transcripts)
+            bar.update(done, advance=len(group), audio=audio, speed=audio / max(1e-6, time.monotonic() - started))
     if args.gate:
         from asr_tasks.pipeline import gate_transcripts
 

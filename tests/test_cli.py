@@ -69,3 +69,30 @@ def test_config_masks_passwords_inside_urls() -> None:
     shown = asr("config", env=env).stdout
     assert "s3cr" not in shown and "hunter2" not in shown
     assert "postgresql+psycopg2://asr:***@db:5432/asr" in shown and "https://es:9200" in shown
+
+
+def test_transcribe_shows_a_progress_bar_on_a_terminal_and_none_for_scripts(jfk: Path, model_dir: Path) -> None:
+    import pty
+
+    main, terminal = pty.openpty()
+    try:
+        proc = subprocess.run([ASR, "transcribe", str(jfk)], stdout=subprocess.PIPE, stderr=terminal, text=True,
+                              timeout=300, cwd=PROJECT_ROOT)
+        os.set_blocking(main, False)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except (BlockingIOError, OSError):
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(terminal)
+        os.close(main)
+    assert proc.returncode == 0 and "ask not what your country" in proc.stdout
+    assert b"transcribing" in shown and b"1/1" in shown and b"real time" in shown  # files done, speed, on stderr
+    quiet = subprocess.run([ASR, "transcribe", str(jfk), "--json"], capture_output=True, text=True, timeout=300,
+                           cwd=PROJECT_ROOT)
+    assert quiet.returncode == 0 and "transcribing" not in quiet.stderr and json.loads(quiet.stdout)
