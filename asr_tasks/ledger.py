@@ -88,6 +88,7 @@ recordings = Table(
 Index("recording_ledger_date_state", recordings.c.call_date, recordings.c.state)
 Index("recording_ledger_key", recordings.c.bucket, recordings.c.key)
 Index("recording_ledger_customer", recordings.c.customer_id)
+Index("recording_ledger_updated", recordings.c.updated_at)  # throughput: what finished in the last hour or day
 LATER_COLUMNS = ("agent_id", "customer_id", "erased_by", "erased_at", "size", "audio_seconds")
 
 # Who searched, played, exported, erased, held or released what: appended, never changed (access_log.py).
