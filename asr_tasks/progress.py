@@ -103,7 +103,7 @@ def progress(ledger: Ledger, date_from: str, date_to: str, by: By = "month",
     with ledger.engine.connect() as db:
         rate = db.execute(select(func.sum(t.c.audio_seconds), func.sum(t.c.size))
                           .where(live, t.c.audio_seconds.is_not(None), t.c.size > 0)).one()
-        seconds_per_byte = (rate[0] / rate[1]) if rate[0] and rate[1] else None
+        seconds_per_byte = float(rate[0]) / float(rate[1]) if rate[0] and rate[1] else None  # PostgreSQL: numeric
         rows = db.execute(select(period, t.c.state, func.count(), func.sum(t.c.audio_seconds),
                                  func.sum(t.c.size).filter(t.c.audio_seconds.is_(None)),
                                  func.count().filter(t.c.audio_seconds.is_(None)))
@@ -127,7 +127,7 @@ def progress(ledger: Ledger, date_from: str, date_to: str, by: By = "month",
         if state in FINAL_STATES:
             p.audio_hours_done += (audio or 0.0) / 3600
             continue
-        estimate = (unsized_bytes or 0) * seconds_per_byte if seconds_per_byte else (None if undecoded else 0.0)
+        estimate = float(unsized_bytes or 0) * seconds_per_byte if seconds_per_byte else (None if undecoded else 0.0)
         if p.audio_hours_left is not None:
             p.audio_hours_left = None if estimate is None else p.audio_hours_left + ((audio or 0.0) + estimate) / 3600
     for p in periods.values():

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from sqlalchemy import update
@@ -24,11 +26,31 @@ def rec(day: str, n: int, size: int = 1_000_000) -> Recording:
     return Recording(recording_id_for("recordings", key, "e"), "recordings", key, "e", size, f"c{n}", day)
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+        return
+    import psycopg2
+    from sqlalchemy.engine import make_url
+
+    server = request.getfixturevalue("postgres_server")
+    name = f"progress_{secrets.token_hex(4)}"
+    admin = psycopg2.connect(server)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    yield make_url(server).set(database=name).render_as_string(hide_password=False)
+    with admin.cursor() as cur:
+        cur.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    admin.close()
+
+
 @pytest.fixture
-def ledger(tmp_path: Path) -> Ledger:
+def ledger(ledger_url: str) -> Ledger:
     """October: 4 calls indexed (an hour of audio each, finished 30 min, 5 h and 30 h ago), one quarantined;
-    November: 2 decoded (half an hour of 2 MB each), 2 only sensed (2 MB each)."""
-    ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    November: 2 decoded (half an hour of 2 MB each), 2 only sensed (2 MB each). SQLite and PostgreSQL alike."""
+    ledger = Ledger(ledger_url)
     october = [rec("2026-10-05", n) for n in range(5)]
     november = [rec("2026-11-02", n, size=2_000_000) for n in range(4)]
     ledger.sensed(october + november, "m", "2")
