@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import glob
 import os
 import pwd
@@ -32,10 +33,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import uuid
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 HOME = PROJECT_ROOT / "var" / "test-services"
@@ -453,3 +455,22 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+@contextlib.contextmanager
+def throwaway_database(server_url: str, prefix: str) -> Iterator[str]:
+    """A database of its own on a test PostgreSQL server, dropped afterwards; yields its URL."""
+    import psycopg2
+    from sqlalchemy.engine import make_url
+
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = psycopg2.connect(server_url, connect_timeout=5)
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cur:
+            cur.execute(f'CREATE DATABASE "{name}"')
+        yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+    finally:
+        admin.close()

@@ -7,7 +7,6 @@ import multiprocessing
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 from typing import Iterator
 
@@ -16,6 +15,7 @@ from sqlalchemy.engine import make_url
 
 from asr_tasks.config import PROJECT_ROOT
 from asr_tasks.ledger import Ledger, resolve_url
+from services import throwaway_database
 from asr_tasks.models import Recording, recording_id_for
 
 DAY = "2026-11-27"
@@ -29,17 +29,8 @@ def rec(name: str, etag: str = "e1", day: str = DAY, bucket: str = "recordings")
 @pytest.fixture(scope="module")
 def postgres_url(postgres_server: str) -> Iterator[str]:
     """A database of its own on the test server, dropped afterwards."""
-    import psycopg2
-
-    admin = psycopg2.connect(postgres_server, connect_timeout=5)
-    admin.autocommit = True
-    name = f"asr_ledger_{uuid.uuid4().hex[:12]}"
-    with admin.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}"')
-    yield make_url(postgres_server).set(database=name).render_as_string(hide_password=False)
-    with admin.cursor() as cur:
-        cur.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-    admin.close()
+    with throwaway_database(postgres_server, "asr_ledger") as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
@@ -15,6 +14,7 @@ import pytest
 from sqlalchemy import update
 
 from asr_tasks.ledger import Ledger, recordings
+from services import throwaway_database
 from asr_tasks.models import Recording, recording_id_for
 from asr_tasks.progress import progress
 
@@ -31,19 +31,8 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'ledger.sqlite'}"
         return
-    import psycopg2
-    from sqlalchemy.engine import make_url
-
-    server = request.getfixturevalue("postgres_server")
-    name = f"progress_{secrets.token_hex(4)}"
-    admin = psycopg2.connect(server)
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}"')
-    yield make_url(server).set(database=name).render_as_string(hide_password=False)
-    with admin.cursor() as cur:
-        cur.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-    admin.close()
+    with throwaway_database(request.getfixturevalue("postgres_server"), "progress") as url:
+        yield url
 
 
 @pytest.fixture
