@@ -30,23 +30,12 @@ def test_make_standalone_puts_the_venvs_commands_on_path() -> None:
 @pytest.mark.e2e
 def test_standalone_runs_a_backfill_of_two_days(tmp_path: Path, model_dir: Path, jfk: Path) -> None:
     from services import free_port
+    from test_dag import airflow_env
 
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "ASR_"))}
-    env.update({
-        "PATH": f"{BIN}:/usr/bin:/bin",  # what `make standalone` does: its parts are started as `airflow ...`
-        "AIRFLOW_HOME": str(tmp_path / "airflow"),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp_path / 'airflow' / 'airflow.db'}",
-        "AIRFLOW__API__PORT": str(port),
-        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/",
-        "ASR_STORE_ROOT": str(tmp_path / "store"), "ASR_INDEX_PATH": str(tmp_path / "index.sqlite"),
-        "ASR_LEDGER_URL": f"sqlite:///{tmp_path / 'ledger.sqlite'}", "ASR_WORK_DIR": str(tmp_path / "work"),
-        "ASR_TASK_RETRIES": "0", "HF_HUB_OFFLINE": "1",
-    })
+    env = {**airflow_env(tmp_path),
+           "PATH": f"{BIN}:/usr/bin:/bin",  # what `make standalone` does: its parts are started as `airflow ...`
+           "AIRFLOW__API__PORT": str(port), "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/"}
     for day in DAYS:
         folder = tmp_path / "store" / "recordings" / "calls" / day.replace("-", "/")
         folder.mkdir(parents=True)
