@@ -5,9 +5,14 @@ from __future__ import annotations
 from asr_tasks import PIPELINE_VERSION
 
 
-def version_prefix(call_date: str | None, recording_id: str) -> str:
-    """Where this pipeline version keeps a recording version's artefacts."""
-    return f"v{PIPELINE_VERSION}/{call_date or 'undated'}/{recording_id}"
+def version_prefix(call_date: str | None, recording_id: str, pipeline_version: str = PIPELINE_VERSION) -> str:
+    """Where a pipeline version (this one unless named) keeps a recording version's artefacts."""
+    return f"v{pipeline_version}/{call_date or 'undated'}/{recording_id}"
+
+
+def every_version_prefix(call_date: str | None, recording_id: str) -> list[str]:
+    """Where any pipeline version (whole numbers, counted up to this one) kept a recording version's artefacts."""
+    return [version_prefix(call_date, recording_id, str(n)) + "/" for n in range(1, int(PIPELINE_VERSION) + 1)]
 
 
 def gated_key_for(prefix: str, model: str) -> str:

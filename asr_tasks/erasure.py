@@ -17,8 +17,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from asr_tasks import PIPELINE_VERSION
 from asr_tasks.access_log import AccessLog
+from asr_tasks.artefacts import every_version_prefix
 from asr_tasks.config import Settings
 from asr_tasks.holds import Hold, Holds
 from asr_tasks.index import TranscriptIndex
@@ -41,11 +41,6 @@ class ErasureResult:
     def to_dict(self) -> dict[str, Any]:
         return {"erased": self.erased, "finished": self.finished,
                 "held": [{"key": k, "hold": h} for k, h in self.held], "days": self.days}
-
-
-def version_prefixes(call_date: str | None, recording_id: str) -> list[str]:
-    """Where any pipeline version (whole numbers, counted up) kept this recording version's artefacts."""
-    return [f"v{n}/{call_date or 'undated'}/{recording_id}/" for n in range(1, int(PIPELINE_VERSION) + 1)]
 
 
 def select_keys(ledger: Ledger, *, key: str | None = None, recording_id: str | None = None,
@@ -133,7 +128,7 @@ class Eraser:
         self.index.delete_recording(bucket, key)
         artefacts = self.settings.storage.artefacts_bucket
         for row in versions:
-            for prefix in version_prefixes(row["call_date"], row["recording_id"]):
+            for prefix in every_version_prefix(row["call_date"], row["recording_id"]):
                 for item in list(self.store.list_keys(artefacts, prefix)):
                     self.store.delete(artefacts, item.key)
         if self.settings.storage.erase_source:
