@@ -38,6 +38,16 @@ def _parts() -> tuple[Any, ...]:
     return settings, ledger, open_store(settings.storage), open_index(settings.index), AccessLog(ledger)
 
 
+def _holds() -> Any:
+    """The legal holds alone: placing, listing or releasing one needs neither the store nor the index."""
+    from asr_tasks.access_log import AccessLog
+    from asr_tasks.holds import Holds
+    from asr_tasks.ledger import open_ledger
+
+    ledger = open_ledger(get_settings().ledger)
+    return Holds(ledger, AccessLog(ledger))
+
+
 def cmd_erase(args: argparse.Namespace) -> int:
     """Erase what was chosen; a key under a legal hold is left and its hold named (exit status 1)."""
     from asr_tasks.erasure import Eraser, select_keys
@@ -61,10 +71,9 @@ def cmd_erase(args: argparse.Namespace) -> int:
 
 
 def cmd_hold(args: argparse.Namespace) -> int:
-    from asr_tasks.holds import HoldError, Holds
+    from asr_tasks.holds import HoldError
 
-    _, ledger, _, _, access = _parts()
-    holds = Holds(ledger, access)
+    holds = _holds()
     if args.list:
         listed = holds.listed(include_released=args.all)
         if args.json:
@@ -89,11 +98,10 @@ def cmd_hold(args: argparse.Namespace) -> int:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
-    from asr_tasks.holds import HoldError, Holds
+    from asr_tasks.holds import HoldError
 
-    _, ledger, _, _, access = _parts()
     try:
-        hold = Holds(ledger, access).release(args.hold_id, args.why, getpass.getuser())
+        hold = _holds().release(args.hold_id, args.why, getpass.getuser())
     except HoldError as exc:
         print(f"asr: release: {exc}", file=sys.stderr)
         return 2
