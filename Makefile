@@ -52,7 +52,7 @@ lint: test-venv
 	$(BIN)/ruff check asr_tasks dags plugins
 	$(BIN)/mypy
 
-# Airflow on CeleryExecutor against PostgreSQL and Redis servers the tests start (about 3-4 minutes).
+# Airflow on CeleryExecutor against PostgreSQL and Redis servers the tests start: a DAG run, a backfill with a fault (about 4-5 minutes).
 test-celery: setup test-setup
 	$(BIN)/python -m pytest -m celery -s
 

@@ -117,6 +117,44 @@ print(json.dumps({
     assert info["schedule"] == info["outlets"] == ["asr://transcripts/daily"]
 
 
+def test_every_task_of_a_nightly_run_goes_ahead_of_every_backfill_task(tmp_path: Path) -> None:
+    """As the scheduler weighs them: the DAG serialized and loaded back, its strategy found through the plugin."""
+    code = """
+import json
+from airflow.dag_processing.dagbag import DagBag
+from airflow.models.taskinstance import TaskInstance
+from airflow.serialization.serialized_objects import DagSerialization
+from airflow.task.priority_strategy import validate_and_load_priority_weight_strategy
+
+downstream = validate_and_load_priority_weight_strategy("downstream")
+out = {}
+for dag_id, dag in DagBag("dags").dags.items():
+    loaded = DagSerialization.from_dict(DagSerialization.to_dict(dag))
+    runs = {"backfill": "backfill__2026-11-01T00:00:00+00:00", "scheduled": "scheduled__2026-11-30T00:00:00+00:00",
+            "manual": "manual__2026-11-30T08:00:00+00:00", "asset": "asset_triggered__2026-11-30T03:00:00+00:00"}
+    out[dag_id] = {kind: {t.task_id: t.weight_rule.get_weight(TaskInstance(task=t, run_id=run, map_index=-1,
+                                                                           dag_version_id=None))
+                          for t in loaded.tasks} for kind, run in runs.items()}
+    out[dag_id]["downstream"] = {t.task_id: downstream.get_weight(TaskInstance(task=t, run_id="x", map_index=-1,
+                                                                               dag_version_id=None))
+                                 for t in loaded.tasks}
+print(json.dumps(out))
+"""
+    proc = run([sys.executable, "-c", code], airflow_env(tmp_path), timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    weights = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(weights) == {"transcribe_daily", "qa_audit_nightly", "retention"}
+    for dag_id, kinds in weights.items():
+        backfill = kinds.pop("backfill")
+        order = sorted(backfill, key=backfill.__getitem__)
+        assert order == sorted(kinds["downstream"], key=kinds["downstream"].__getitem__), dag_id  # Airflow's own
+        for kind in ("scheduled", "manual", "asset"):
+            assert min(kinds[kind].values()) > max(backfill.values()), (dag_id, kind)
+            assert sorted(kinds[kind], key=kinds[kind].__getitem__) == order, (dag_id, kind)
+    daily = weights["transcribe_daily"]["scheduled"]
+    assert daily["wait_for_recordings"] > daily["shard.preprocess"] > daily["shard.transcribe"] > daily["index"]
+
+
 @pytest.mark.e2e
 def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> None:
     env = {**airflow_env(tmp_path), "ASR_SHARD_MAX_RECORDINGS": "3"}  # 8 recordings: three shards
