@@ -21,7 +21,7 @@ from rich.console import Console
 from asr_tasks.config import ConfigError, get_settings
 from asr_tasks.console import print_json
 from asr_tasks.engines import ModelError
-from asr_tasks import progress_cli, records_cli
+from asr_tasks import backfill_cli, progress_cli, records_cli
 
 
 SECRET_WORDS = ("password", "secret", "api_key", "token")
@@ -167,10 +167,8 @@ def cmd_pools(args: argparse.Namespace) -> int:
     if not args.apply:
         print_json(spec)
         return 0
-    airflow = Path(sys.executable).with_name("airflow")
-    command = str(airflow) if airflow.exists() else "airflow"
     for name, pool in spec.items():
-        proc = subprocess.run([command, "pools", "set", name, str(pool["slots"]), str(pool["description"])],
+        proc = subprocess.run([backfill_cli.airflow_command(), "pools", "set", name, str(pool["slots"]), str(pool["description"])],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             print(f"asr: airflow pools set {name} failed: {proc.stderr.strip() or proc.stdout.strip()}",
@@ -417,6 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_status)
     records_cli.add_commands(sub)
     progress_cli.add_commands(sub)
+    backfill_cli.add_commands(sub)
     return parser
 
 

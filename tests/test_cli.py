@@ -96,3 +96,10 @@ def test_transcribe_shows_a_progress_bar_on_a_terminal_and_none_for_scripts(jfk:
     quiet = subprocess.run([ASR, "transcribe", str(jfk), "--json"], capture_output=True, text=True, timeout=300,
                            cwd=PROJECT_ROOT)
     assert quiet.returncode == 0 and "transcribing" not in quiet.stderr and json.loads(quiet.stdout)
+
+
+def test_backfill_refuses_dates_that_are_not_a_range_before_asking_airflow() -> None:
+    backwards = asr("backfill", "--from", "2026-11-02", "--to", "2026-11-01")
+    assert backwards.returncode == 2 and "--from 2026-11-02 is after --to 2026-11-01" in backwards.stderr
+    nonsense = asr("backfill", "--from", "2026-13-01", "--to", "2026-12-31")
+    assert nonsense.returncode == 2 and "'2026-13-01' is not a date (YYYY-MM-DD)" in nonsense.stderr

@@ -1,4 +1,5 @@
-"""`make standalone` for real: Airflow's standalone on a free port runs a two-day backfill of the daily DAG."""
+"""`make standalone` for real: Airflow's standalone on a free port runs a two-day backfill of the daily DAG,
+started with `asr backfill` (which refuses a DAG Airflow does not know yet, and a paused one)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,14 @@ def test_standalone_runs_a_backfill_of_two_days(tmp_path: Path, model_dir: Path,
     for step in (["airflow", "db", "migrate"], ["asr", "pools", "--apply"]):
         proc = subprocess.run(step, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
         assert proc.returncode == 0, f"{step}: {proc.stderr[-2000:]}"
+    backfill = ["asr", "backfill", "--from", DAYS[0], "--to", DAYS[-1], "--max-active-runs", "2"]
+
+    def asr_backfill(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(backfill + list(extra), env=env, capture_output=True, text=True, timeout=300,
+                              cwd=tmp_path)
+
+    proc = asr_backfill()
+    assert proc.returncode == 2 and "Airflow does not know transcribe_daily" in proc.stderr, proc
     log = (tmp_path / "standalone.log").open("w")
     server = subprocess.Popen(["airflow", "standalone"], env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
                               start_new_session=True)
@@ -58,11 +67,16 @@ def test_standalone_runs_a_backfill_of_two_days(tmp_path: Path, model_dir: Path,
                 pass
             assert time.monotonic() < deadline and server.poll() is None, (tmp_path / "standalone.log").read_text()[-3000:]
             time.sleep(1)
-        for step in (["airflow", "dags", "reserialize"], ["airflow", "dags", "unpause", "transcribe_daily"],
-                     ["airflow", "backfill", "create", "--dag-id", "transcribe_daily", "--from-date", DAYS[0],
-                      "--to-date", DAYS[-1], "--max-active-runs", "2"]):
-            proc = subprocess.run(step, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-            assert proc.returncode == 0, f"{step}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        proc = subprocess.run(["airflow", "dags", "reserialize"], env=env, capture_output=True, text=True,
+                              timeout=300, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        proc = asr_backfill()
+        assert proc.returncode == 2 and "transcribe_daily is paused" in proc.stderr and "--unpause" in proc.stderr
+        proc = asr_backfill("--dry-run")
+        assert proc.returncode == 0 and all(day in proc.stdout for day in DAYS), proc
+        proc = asr_backfill("--unpause")
+        assert proc.returncode == 0, f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        assert "transcribe_daily unpaused" in proc.stdout and f"asr progress --from {DAYS[0]}" in proc.stdout
         deadline = time.monotonic() + 480
         states: dict[str, str] = {}
         while time.monotonic() < deadline:
