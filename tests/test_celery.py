@@ -85,10 +85,15 @@ def metadata_db(postgres_server: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def broker_url(redis_server: str) -> str:
-    """Database 1 of the test Redis, for the broker."""
-    assert redis.Redis.from_url(f"{redis_server}/1").dbsize() == 0
-    return f"{redis_server}/1"
+def broker_url(redis_server: str) -> Iterator[str]:
+    """Database 1 of the test Redis, for the broker: empty when a test starts, emptied when it ends (a killed
+    worker leaves its unacknowledged messages behind)."""
+    broker = redis.Redis.from_url(f"{redis_server}/1")
+    assert broker.dbsize() == 0
+    try:
+        yield f"{redis_server}/1"
+    finally:
+        broker.flushdb()
 
 
 def celery_env(tmp: Path, db: str, broker: str, api_port: int, model_dir: Path) -> dict[str, str]:
