@@ -6,7 +6,6 @@ import argparse
 import dataclasses
 import json
 import logging
-import subprocess
 import sys
 import tempfile
 import time
@@ -21,7 +20,7 @@ from rich.console import Console
 from asr_tasks.config import ConfigError, get_settings
 from asr_tasks.console import print_json
 from asr_tasks.engines import ModelError
-from asr_tasks import backfill_cli, progress_cli, records_cli
+from asr_tasks import airflow_cli, backfill_cli, progress_cli, records_cli
 
 
 SECRET_WORDS = ("password", "secret", "api_key", "token")
@@ -168,8 +167,7 @@ def cmd_pools(args: argparse.Namespace) -> int:
         print_json(spec)
         return 0
     for name, pool in spec.items():
-        proc = subprocess.run([backfill_cli.airflow_command(), "pools", "set", name, str(pool["slots"]), str(pool["description"])],
-                              capture_output=True, text=True)
+        proc = airflow_cli.run("pools", "set", name, str(pool["slots"]), str(pool["description"]))
         if proc.returncode != 0:
             print(f"asr: airflow pools set {name} failed: {proc.stderr.strip() or proc.stdout.strip()}",
                   file=sys.stderr)
