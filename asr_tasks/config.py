@@ -133,7 +133,7 @@ class IndexSettings(_Section):
     es_password: str | None = None
     es_ca_certs: str | None = None
     es_index_prefix: str = "asr"
-    es_analyzer: str = "cjk"
+    es_analyzer: str = "standard"
     es_english_stemmer: EnglishStemmer = "porter"
     es_refresh: EsRefresh = "wait_for"
     es_request_timeout_seconds: float = 30.0

@@ -11,9 +11,15 @@ text where nothing was said) test what the audio cannot.
 
 For every expectation: ``false_flags`` (clean files it flags, and their share)
 and ``catches`` (bad files it flags); overall, the share of clean files flagged
-by any expectation and of bad files that pass them all (``missed``).
+by any expectation and of bad files that pass them all (``missed``). For every
+threshold (``thresholds``): the passing clean file nearest to it and the caught
+bad file nearest to it, each with its value and margin, so a change that moves a
+file to the edge is seen before it flips a test on another CPU.
 
-    .venv/bin/python bench/quality_gate.py [--json] [--sentences 12]
+JSON keys: ``clean``, ``bad``, ``clean_flagged``, ``bad_missed``, ``missed``,
+``expectations``, ``thresholds``.
+
+    .venv/bin/python bench/quality_gate.py [--json] [--sentences 12] [--quick]
 """
 
 from __future__ import annotations
@@ -30,17 +36,21 @@ from synthetic import SENTENCES, print_report
 from asr_tasks.config import get_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from gate_corpus import labelled_set, outcomes, transcribe_items  # noqa: E402
+from gate_corpus import labelled_set, outcomes, threshold_margins, transcribe_items  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--sentences", type=int, default=12, help="sentences spoken (each in 3 levels)")
+    parser.add_argument("--quick", action="store_true", help="one sentence: seconds, for the test that runs it")
     args = parser.parse_args()
+    if args.quick:
+        args.sentences = 1
     with tempfile.TemporaryDirectory() as tmp:
         items = labelled_set(Path(tmp), [SENTENCES[n % len(SENTENCES)] for n in range(args.sentences)])
         transcripts = transcribe_items(items, Path(tmp), get_settings())
     results = outcomes(items, transcripts, get_settings())
+    thresholds = threshold_margins(items, transcripts, get_settings())
     labels = [(name, clean) for name, clean, _ in results]
     flagged = [names for _, _, names in results]
     clean_total = sum(1 for _, clean in labels if clean)
@@ -61,6 +71,7 @@ def main() -> None:
         "bad_missed": round(sum(1 for (_, c), f in zip(labels, flagged) if not c and not f) / bad_total, 3),
         "missed": [name for (name, c), f in zip(labels, flagged) if not c and not f],
         "expectations": dict(sorted(per.items())),
+        "thresholds": thresholds,
     }
     print_report(report, args.json)
 

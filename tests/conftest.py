@@ -10,7 +10,7 @@ from typing import Callable, Iterator, TypeVar
 import pytest
 import services
 
-from asr_tasks.config import PROJECT_ROOT, Settings
+from asr_tasks.config import PROJECT_ROOT, IndexSettings, Settings
 from asr_tasks.model_assets import install_whisper_base
 
 T = TypeVar("T")
@@ -105,7 +105,7 @@ class EsCluster:
     password: str | None = None
     api_key: str | None = None
     ca_certs: str | None = None
-    analyzer: str = "cjk"
+    analyzer: str = IndexSettings().es_analyzer  # the default analysis
     english_stemmer: str = "porter"
     minimal: bool = False  # the minimal distribution: no analysis-common, no reindex module
 
@@ -127,10 +127,10 @@ def es_cluster() -> Iterator[EsCluster]:
     if os.environ.get("ES_URL"):
         env = os.environ.get
         yield EsCluster(env("ES_URL", ""), env("ES_USERNAME"), env("ES_PASSWORD"), env("ES_API_KEY"),
-                        env("ES_CA_CERTS"), env("ES_ANALYZER", "cjk"), env("ES_ENGLISH_STEMMER", "porter"))
+                        env("ES_CA_CERTS"), env("ES_ANALYZER", IndexSettings().es_analyzer), env("ES_ENGLISH_STEMMER", "porter"))
         return
     node = _service(services.start_elasticsearch)
-    yield EsCluster(node.url, node.username, node.password, ca_certs=node.ca_certs, analyzer="standard",
+    yield EsCluster(node.url, node.username, node.password, ca_certs=node.ca_certs,
                     english_stemmer="hunspell", minimal=True)
     node.server.stop()
 

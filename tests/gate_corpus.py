@@ -11,6 +11,7 @@ recording without speech). The tests calibrate the gate on it;
 from __future__ import annotations
 
 import dataclasses
+import json
 import random
 import subprocess
 from collections.abc import Sequence
@@ -124,3 +125,59 @@ def outcomes(items: list[Item], transcripts: list[Transcript], settings: Setting
     reports = quality.validate([t for _, _, t in labelled], settings.quality, terms, settings.asr.language)
     return [(name, clean, [*report.failures, *(["no_speech_or_text"] if t.reason else [])])
             for (name, clean, t), report in zip(labelled, reports)]
+
+
+@dataclasses.dataclass
+class Margin:
+    """How far one file's worst row sits from one threshold: positive inside the passing range, negative past it."""
+
+    name: str
+    value: float
+    margin: float
+
+    def past(self, strict: bool) -> bool:
+        """Flagged: beyond the bound, or on it when the bound is strict."""
+        return self.margin < 0 or (self.margin == 0 and strict)
+
+
+def threshold_margins(items: list[Item], transcripts: list[Transcript], settings: Settings
+                      ) -> list[dict[str, Any]]:
+    """For every range expectation of the suites: its bounds, and the clean and bad files nearest to them.
+
+    ``nearest_clean`` is the passing clean file with the least room, ``clean_flagged``
+    the clean files past the bound; ``nearest_bad`` the bad file it catches that is
+    closest to passing (a margin is positive inside the passing range).
+    A change that moves either to the edge shows here before it flips a test.
+    """
+    segments = quality.segment_table(transcripts, tuple(hotword_terms(settings.postprocess)))
+    recordings = quality.recording_table(transcripts)
+    clean = {t.recording.recording_id: (item.name, item.clean) for item, t in zip(items, transcripts)}
+    folder = settings.quality.path("expectations_dir")
+    report = []
+    for suite, table in ((quality.SEGMENT_SUITE, segments), (quality.RECORDING_SUITE, recordings)):
+        for exp in json.loads((folder / suite).read_text(encoding="utf-8"))["expectations"]:
+            kwargs = exp["kwargs"]
+            if exp["type"] != "expect_column_values_to_be_between":
+                continue
+            rows = table.query(kwargs["row_condition"]) if "row_condition" in kwargs else table
+            low, high = kwargs.get("min_value"), kwargs.get("max_value")
+            worst: dict[str, tuple[float, float]] = {}
+            for rid, value in zip(rows["recording_id"], rows[kwargs["column"]]):
+                room = min(value - low if low is not None else float("inf"),
+                           high - value if high is not None else float("inf"))
+                if rid not in worst or room < worst[rid][1]:
+                    worst[rid] = (float(value), float(room))
+            margins = {ok: [Margin(clean[rid][0], round(v, 4), round(m, 4)) for rid, (v, m) in worst.items()
+                            if rid in clean and clean[rid][1] == ok] for ok in (True, False)}
+            strict = bool(kwargs.get("strict_min"))
+            passing = [m for m in margins[True] if not m.past(strict)]
+            caught = [m for m in margins[False] if m.past(strict)]
+            report.append({
+                "name": exp["meta"]["name"], "column": kwargs["column"], "min": low, "max": high,
+                "when": kwargs.get("row_condition"),
+                "nearest_clean": dataclasses.asdict(min(passing, key=lambda m: m.margin)) if passing else None,
+                "nearest_bad": dataclasses.asdict(max(caught, key=lambda m: m.margin)) if caught else None,
+                "clean_flagged": sorted(m.name for m in margins[True] if m.past(strict)),
+                "bad_caught": len(caught),
+            })
+    return report

@@ -232,11 +232,11 @@ def test_templates_yearly_indices_and_bulk_actions(index: ElasticsearchIndex, es
         ("PUT", "/_bulk"),
     ]
     template = es.calls[0].json()
-    assert template == load_template("segments", "asr", "cjk")
+    assert template == load_template("segments", "asr", "standard")
     assert template["index_patterns"] == ["asr-segments-*"]
     assert template["template"]["aliases"] == {"asr-segments": {}}
     text = template["template"]["mappings"]["properties"]["text"]
-    assert text["analyzer"] == "cjk" and text["fields"]["en"]["analyzer"] == "asr_english"
+    assert text["analyzer"] == "standard" and text["fields"]["en"]["analyzer"] == "asr_english"
     assert es.calls[1].json()["template"]["mappings"]["properties"]["state"] == {"type": "keyword"}
     assert es.calls[5].params == {"_source_includes": "segments"}
 

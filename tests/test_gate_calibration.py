@@ -21,13 +21,20 @@ def results(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> list[t
     return outcomes(items, transcribe_items(items, folder, settings), settings)
 
 
-def test_clean_calls_are_not_flagged_for_silence(results: list[tuple[str, bool, list[str]]]) -> None:
-    """Before calibration 2 of 36 clean calls failed confidence_no_speech (no_speech_prob just over 0.6)."""
+# What says the text itself is wrong (as opposed to a claim that the audio holds no speech).
+TEXT_EVIDENCE = {"segment_text_not_empty", "speech_rate", "confidence_logprob", "speech_coverage", "text_where_speech"}
+
+
+def test_clean_calls_pass_at_a_bounded_rate(results: list[tuple[str, bool, list[str]]]) -> None:
+    """Rates, not files: int8 kernels differ between CPU makes and move each file's scores a little, so each
+    threshold sits midway between the labelled set's nearest clean and bad files (bench/quality_gate.py prints
+    both), and the test bounds how many clean calls are flagged instead of naming which."""
     clean = [(name, names) for name, ok, names in results if ok]
     assert len(clean) == 3 * len(SENTENCES)
-    assert [name for name, names in clean if "confidence_no_speech" in names] == []
-    flagged = [name for name, names in clean if names]
-    assert len(flagged) <= len(clean) // 10, flagged  # under one in ten, and then for a wrong or empty text
+    flagged = {name: names for name, names in clean if names}
+    assert len(flagged) <= len(clean) // 10, flagged  # at most one in ten
+    # a clean call is flagged only where the model got its words wrong, never for silence alone
+    assert all(set(names) & TEXT_EVIDENCE for names in flagged.values()), flagged
 
 
 def test_what_is_not_speech_is_flagged(results: list[tuple[str, bool, list[str]]]) -> None:
@@ -39,3 +46,5 @@ def test_what_is_not_speech_is_flagged(results: list[tuple[str, bool, list[str]]
     assert all("repetition_loop" in names for name, names in planted.items() if name.endswith("+loop"))
     backwards = [names for name, names in bad.items() if name.startswith("backwards")]
     assert sum(1 for names in backwards if names) >= len(backwards) // 2  # gibberish text: at least half caught
+    caught = [names for name, names in bad.items() if "+" not in name and names]
+    assert len(caught) >= (len(bad) - len(planted)) * 3 // 4  # of all bad audio, at least three in four

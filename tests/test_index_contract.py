@@ -7,13 +7,14 @@ states, and rewrites that replace instead of duplicating.
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any, Iterator
 
 import pytest
 from conftest import EsCluster
 
-from asr_tasks.config import Settings
+from asr_tasks.config import IndexSettings, Settings
 from asr_tasks.index import CursorError, Filters, TranscriptIndex, open_index
 from asr_tasks.index.elasticsearch import ElasticsearchIndex, ElasticsearchIndexError
 from asr_tasks.models import NEEDS_REVIEW, QUARANTINED, Quarantine, Recording, Segment, Transcript, recording_id_for
@@ -93,6 +94,36 @@ def test_chinese_phrases_match_consecutive_characters_only(index: TranscriptInde
     assert spans(index, "保证收益") == {(ZH_KEY, 1.0), (OLD_KEY, 3.0)}
     assert index.search("收益保证") == []
     assert spans(index, "稳赚不赔") == {(ZH_KEY, 7.5)}
+
+
+def test_a_one_character_chinese_word_inside_a_run_is_found(index: TranscriptIndex) -> None:
+    """On the default analysis: a word of one character inside a longer run, at either end and in the middle."""
+    key = "calls/2026/11/29/zh_money.wav"
+    index.replace_recording(_transcript(_recording(key, agent="AG-3"), [
+        ("customer", 2.0, 5.0, "我的钱什么时候到账？"),
+        ("agent", 6.0, 8.0, "钱已经转出了"),
+        ("customer", 9.0, 11.0, "好的，谢谢您帮我查钱"),
+    ]))
+    assert spans(index, "钱") == {(key, 2.0), (key, 6.0), (key, 9.0)}
+    assert spans(index, "的钱") == {(key, 2.0)}
+    assert spans(index, "钱的") == set()
+    assert spans(index, "查钱 | 转") == {(key, 6.0), (key, 9.0)}
+    [hit] = index.search("账")
+    assert hit.highlight == "我的钱什么时候到<em>账</em>？"
+
+
+@pytest.mark.elasticsearch
+def test_the_node_runs_the_default_analysis(es_index: ElasticsearchIndex, es_cluster: EsCluster) -> None:
+    """The mapping the node holds is the configured default's, and it puts each Chinese character at its own place."""
+    default = IndexSettings().es_analyzer
+    if not os.environ.get("ES_URL"):
+        assert es_cluster.analyzer == default
+    _fill(es_index)
+    name = f"{es_index.prefix}-segments-2026"
+    mapping = es_index.client.indices.get_mapping(index=name)[name]
+    assert mapping["mappings"]["properties"]["text"]["analyzer"] == es_cluster.analyzer
+    tokens = es_index.client.indices.analyze(index=name, field="text", text="我的钱到账了")["tokens"]
+    assert [(t["token"], t["position"]) for t in tokens] == [(c, n) for n, c in enumerate("我的钱到账了")]
 
 
 def test_english_stems_phrases_and_case(index: TranscriptIndex) -> None:

@@ -16,7 +16,7 @@ the reindex module (``_delete_by_query``) or analysis-common when the analysers 
 
 Queries come from ``asr_tasks.index.query``: the user's syntax is parsed once
 and rendered as a bool query whose leaves are phrase simple_query_strings over
-``text`` (the Chinese analyser: ``cjk`` bigrams, or smartcn/IK) and ``text.en``
+``text`` (the Chinese analyser: ``standard``, one token per character, or cjk bigrams, smartcn/IK) and ``text.en``
 (standard tokens, Porter stems: SQLite's tokenizer, and one token per Chinese
 character, so a phrase there matches any substring as in SQLite). Highlights come
 from ``text.en`` and map back onto the segment, which carries its start and end
@@ -148,7 +148,7 @@ class ElasticsearchIndex(TranscriptIndex):
         self,
         client: Elasticsearch,
         prefix: str = "asr",
-        analyzer: str = "cjk",
+        analyzer: str = "standard",
         english_stemmer: str = "porter",
         refresh: str = "wait_for",
         max_retries: int = 5,
