@@ -7,7 +7,12 @@ network) several times: the server time per page. Then a search with
 ``--hits`` hits is exported as CSV and as JSON: wall time, size, and the peak of
 Python's memory while streaming.
 
-    .venv/bin/python bench/call_page.py [--segments 2400] [--hits 100000] [--json]
+    .venv/bin/python bench/call_page.py [--segments 2400] [--hits 100000] [--quick] [--json]
+
+``--quick`` builds the same pages and exports from 200 segments and 1,000 hits.
+The JSON's keys: ``call_segments``, ``call_page_ms_median``,
+``call_page_ms_first``, ``call_page_kb``, ``export_hits``, ``export`` (``csv``
+and ``json``: ``wall_s``, ``mb``, ``peak_python_mb``).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
 from asr_tasks.webui import create_app
 
+QUICK = {"segments": 200, "hits": 1000}
 TEXT = "the balance of the savings account was checked and confirmed with the customer"
 
 
@@ -67,7 +73,11 @@ def main() -> None:
     parser.add_argument("--segments", type=int, default=2400)
     parser.add_argument("--hits", type=int, default=100_000)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK}")
     args = parser.parse_args()
+    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         settings = load_settings(env={"ASR_INDEX_PATH": str(root / "index.sqlite"), "ASR_STORE_ROOT": str(root),

@@ -16,13 +16,13 @@ chunk, which is what makes their figures comparable between runs and machines.
 
 Two steps. Here (espeak-ng, ffmpeg and the VAD), the chunks:
 
-    .venv/bin/python bench/gpu.py prepare [--minutes 12]     # -> var/gpu-bench/chunks.npz
+    .venv/bin/python bench/gpu.py prepare [--minutes 12] [--quick] [--json]    # -> var/gpu-bench/chunks.npz
 
 There, with the machine's own torch and transformers, and CTranslate2 and
 faster-whisper from wheels carried in ``.whl`` (see the device tool's README):
 
     python3 bench/gpu.py run [--engines ctranslate2,transformers-whisper,transformers-qwen3]
-                             [--batch-sizes 1,2,4,8,16,32,64] [--model-dir var/models/whisper-base] [--json]
+                             [--batch-sizes 1,2,4,8,16,32,64] [--model-dir var/models/whisper-base] [--quick] [--json]
 
 Each engine is loaded once and warmed up; each batch size then runs over at
 least eight batches' worth of chunks (all of them at most), and the sweep of an
@@ -30,6 +30,16 @@ engine stops when ``--budget-seconds`` of wall time are spent. Peak memory is
 NVML's reading of the device (every engine, CTranslate2's own allocator
 included), less what was in use before the engine loaded; torch engines also
 report torch's own peak allocation.
+
+``--quick`` runs the same steps small: ``prepare --quick`` cuts half a minute of
+calls into var/gpu-bench/quick/, which ``run --quick`` reads, at batch sizes 1
+and 4 with a 30 s budget per engine (``--device cpu --tiny --quick`` checks the
+whole script on a CPU). ``prepare --json`` prints ``chunks``, ``speech_s`` and
+``path``; ``run`` prints ``device``, ``chunks``, ``speech_s`` and ``engines``: per
+engine ``model``, ``compute_type``, ``load_and_warm_up_s`` and ``batches`` (per
+batch size ``batch_size``, ``chunks``, ``speech_s``, ``wall_s``,
+``audio_s_per_wall_s``, on a GPU ``peak_gpu_mib``), or ``error`` for an engine
+that could not run.
 """
 
 from __future__ import annotations
@@ -53,6 +63,8 @@ from asr_tasks.models import AudioChunk  # noqa: E402
 
 SR = 16000
 DEFAULT_OUT = ROOT / "var" / "gpu-bench"
+QUICK_PREPARE = {"minutes": 0.5, "out": str(DEFAULT_OUT / "quick")}
+QUICK_RUN = {"chunks": str(DEFAULT_OUT / "quick" / "chunks.npz"), "batch_sizes": "1,4", "budget_seconds": 30.0}
 ENGINES = {  # name: (engine, model family, shape of the random model or None for the real one)
     "ctranslate2": ("ctranslate2", "whisper", None),
     "transformers-whisper": ("transformers", "whisper", "base"),
@@ -60,7 +72,7 @@ ENGINES = {  # name: (engine, model family, shape of the random model or None fo
 }
 
 
-def prepare(minutes: float, out: Path) -> Path:
+def prepare(minutes: float, out: Path) -> dict[str, Any]:
     """Synthesise the calls, cut them like the pipeline does and save every chunk's samples (16-bit) with its place."""
     from synthetic import synthesise
 
@@ -84,8 +96,7 @@ def prepare(minutes: float, out: Path) -> Path:
     path = out / "chunks.npz"
     np.savez_compressed(path, audio=np.concatenate(pieces), lengths=np.array([len(p) for p in pieces]),
                         meta=np.array(json.dumps(meta)))
-    print(f"{len(meta)} chunks, {sum(len(p) for p in pieces) / SR:.0f} s of speech -> {path}")
-    return path
+    return {"chunks": len(meta), "speech_s": round(sum(len(p) for p in pieces) / SR, 1), "path": str(path)}
 
 
 def load_chunks(path: Path) -> list[tuple[AudioChunk, np.ndarray]]:
@@ -231,6 +242,9 @@ def main() -> None:
     p = sub.add_parser("prepare", help="cut the benchmark's chunks (here: espeak-ng, ffmpeg, the VAD)")
     p.add_argument("--minutes", type=float, default=12.0, help="synthetic calls to cut")
     p.add_argument("--out", default=str(DEFAULT_OUT))
+    p.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK_PREPARE}")
+    p.add_argument("--json", action="store_true")
+    steps = {"prepare": (p, QUICK_PREPARE)}
     p = sub.add_parser("run", help="measure the engines on the prepared chunks")
     p.add_argument("--chunks", default=str(DEFAULT_OUT / "chunks.npz"))
     p.add_argument("--engines", default=",".join(ENGINES))
@@ -240,10 +254,18 @@ def main() -> None:
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--budget-seconds", type=float, default=120.0, help="wall time per engine's sweep")
     p.add_argument("--tiny", action="store_true", help="tiny random models (a check of the script on a CPU)")
+    p.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK_RUN}")
     p.add_argument("--json", action="store_true")
+    steps["run"] = (p, QUICK_RUN)
     args = parser.parse_args()
+    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
+        step, quick = steps[args.step]
+        step.set_defaults(**quick)
+        args = parser.parse_args()
     if args.step == "prepare":
-        prepare(args.minutes, Path(args.out))
+        done = prepare(args.minutes, Path(args.out))
+        print(json.dumps(done, indent=1) if args.json else
+              f"{done['chunks']} chunks, {done['speech_s']:.0f} s of speech -> {done['path']}")
         return
     report = run(args)
     print(json.dumps(report, indent=1) if args.json else json.dumps(report))

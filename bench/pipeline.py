@@ -17,8 +17,15 @@ Seconds per stage are the tasks' own; peak RSS per task comes from a task
 listener that resets the process's high-water mark (``/proc/self/clear_refs``)
 when a task starts and reads it when the task ends (ffmpeg's children not included).
 
-    .venv/bin/python bench/pipeline.py [--json] [--short-calls 200] [--long-calls 2] [--long-minutes 5]
+    .venv/bin/python bench/pipeline.py [--json] [--quick] [--short-calls 200] [--long-calls 2] [--long-minutes 5]
                                        [--naive-every 1]
+
+``--quick`` runs the same day with four short calls and one long call of 15 s,
+the naive loop on one file of them.
+The JSON's keys: ``machine``, ``day``, ``engine``, ``pipeline``,
+``packing_in_the_dag``, ``engine_alone``, ``naive``, ``pipeline_over_engine``,
+``pipeline_over_naive``, ``wer_pipeline``, ``wer_pipeline_on_naive_files``,
+``wer_naive``.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from synthetic import Call, Naive, print_report, synthesise, synthesise_conversa
 
 from asr_tasks.config import PROJECT_ROOT
 
+QUICK = {"short_calls": 4, "long_calls": 1, "long_minutes": 0.25, "naive_every": 5}
 DAY = date(2026, 11, 28)
 BIN = Path(sys.executable).parent
 hookimpl = HookimplMarker("airflow")
@@ -191,7 +199,11 @@ def main() -> None:
     parser.add_argument("--long-calls", type=int, default=2, help="long stereo calls in the day")
     parser.add_argument("--long-minutes", type=float, default=5.0, help="length of each long call")
     parser.add_argument("--naive-every", type=int, default=1, help="the naive loop runs on every N-th file")
+    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK}")
     args = parser.parse_args()
+    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args()
 
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp_name:

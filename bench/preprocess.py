@@ -8,7 +8,14 @@ chunking, artefacts into a throw-away local store) in a fresh worker process.
 Prints, per length, audio seconds processed per wall second and the peak RSS of
 the worker process (ffmpeg runs in child processes; their peak is shown apart).
 
-    .venv/bin/python bench/preprocess.py [--json] [--lengths 600,3600,10800]
+    .venv/bin/python bench/preprocess.py [--json] [--quick] [--lengths 600,3600,10800]
+
+``--quick`` preprocesses one recording of 60 s the same way. The JSON's keys:
+``source``, then one object per length (``10min``, ``1h``, ``3h``, or ``<N>s``)
+with ``audio_seconds``, ``wall_seconds``, ``audio_s_per_wall_s``,
+``peak_rss_mb``, ``ffmpeg_peak_rss_mb``, ``channels``, ``chunks``,
+``longest_chunk_s``, ``speech_seconds``; ``rss_ratio_3h_to_10min`` when both
+lengths ran.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+QUICK = {"lengths": "60"}
 SOURCE_RATE = 8000
 BASE_SECONDS = 300.0  # one synthetic call, repeated to the wanted length
 DAY = date(2026, 11, 27)
@@ -105,7 +113,8 @@ def worker(store_root: str, work_dir: str) -> None:
     from asr_tasks.pipeline import preprocess, sense
     from asr_tasks.storage import LocalStore, get_json
 
-    settings = get_settings().override(store_root=store_root, work_dir=work_dir)
+    ledger_url = f"sqlite:///{Path(work_dir).parent / 'ledger.sqlite'}"  # throw-away, like the store
+    settings = get_settings().override(store_root=store_root, work_dir=work_dir, ledger_url=ledger_url)
     store = LocalStore(Path(store_root))
     (rec,) = sense(store, settings, DAY)
     t0 = time.perf_counter()
@@ -132,7 +141,11 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--lengths", default="600,3600,10800", help="recording lengths in seconds")
     parser.add_argument("--worker", nargs=2, metavar=("STORE_ROOT", "WORK_DIR"), help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK}")
     args = parser.parse_args()
+    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args()
     if args.worker:
         worker(*args.worker)
         return

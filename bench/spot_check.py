@@ -6,7 +6,12 @@ The bare engine is faster-whisper's ``transcribe`` file by file in one process
 times, alternating, on the same synthetic calls (espeak-ng English, 8 kHz); the
 report gives each one's median wall time, their ratio and both word error rates.
 
-    .venv/bin/python bench/spot_check.py [--calls 12] [--rounds 3] [--json]
+    .venv/bin/python bench/spot_check.py [--calls 12] [--rounds 3] [--quick] [--json]
+
+``--quick`` runs both once on two calls. The JSON's keys: ``calls``, ``audio_s``,
+``engine``, ``rounds``, ``bare_engine_wall_s``, ``spot_check_wall_s``,
+``spot_check_over_bare``, ``bare_runs_s``, ``spot_check_runs_s``, ``wer_bare``,
+``wer_spot_check``.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from synthetic import Call, print_report, synthesise, wer
 
 from asr_tasks.config import PROJECT_ROOT, get_settings
 
+QUICK = {"calls": 2, "rounds": 1}
 BIN = Path(sys.executable).parent
 BARE = """
 import json, sys
@@ -52,7 +58,11 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK}")
     args = parser.parse_args()
+    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
         calls: list[Call] = synthesise(Path(tmp), minutes=1e9, count=args.calls)

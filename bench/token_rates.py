@@ -7,7 +7,13 @@ rate; the text's tokens (the model's own tokenizer, special tokens left out) are
 divided by the chunk's seconds. The budget a language needs is its highest rate
 with some margin: a budget under it cuts a fast speaker's words off.
 
-    .venv/bin/python bench/token_rates.py [--json]
+    .venv/bin/python bench/token_rates.py [--clips N] [--minutes 2] [--quick] [--json]
+
+``--clips`` keeps the first N real clips of each language (all by default),
+``--minutes`` is the espeak-ng calls' length; ``--quick`` decodes one clip of
+each language and a quarter of a minute of calls. The JSON's keys: ``zh`` and
+``en`` (each ``chunks``, ``mean``, ``median``, ``max``), ``configured``
+(``max_tokens_per_second``, ``language_tokens_per_second``).
 """
 
 from __future__ import annotations
@@ -16,21 +22,22 @@ import argparse
 import statistics
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from synthetic import print_report, synthesise
 
 from asr_tasks.audio import read_pcm
 from asr_tasks.config import PROJECT_ROOT, get_settings
-from asr_tasks.engines import get_engine
-from asr_tasks.pipeline import preprocess_local
+from asr_tasks.pipeline import load_engine, preprocess_local
 from asr_tasks.storage import recording_for_file
 
 SHARED = PROJECT_ROOT.parent / "shared" / "audio"
+QUICK = {"clips": 1, "minutes": 0.25}
 
 
 def rates(files: list[Path], language: str, work: Path) -> list[float]:
     settings = get_settings().override(language=language, pack_windows=False, max_tokens_per_second=60.0, language_tokens_per_second={})
-    engine = get_engine(settings.asr)
+    engine = load_engine(settings)  # as the transcription task loads it: the term dictionary's hotwords included
     tokenizer = engine.model.hf_tokenizer  # type: ignore[attr-defined]
     out = []
     for n, path in enumerate(files):
@@ -52,15 +59,21 @@ def summary(values: list[float]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--clips", type=int, default=None, help="the first N real clips of each language (all)")
+    parser.add_argument("--minutes", type=float, default=2.0, help="espeak-ng calls among the English clips")
+    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK}")
     args = parser.parse_args()
+    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        zh = sorted((PROJECT_ROOT / "tests" / "data" / "zh").glob("*.wav"))
+        zh = sorted((PROJECT_ROOT / "tests" / "data" / "zh").glob("*.wav"))[: args.clips]
         (work / "espeak").mkdir()
         en = [PROJECT_ROOT / "tests" / "data" / "jfk.flac", *[SHARED / n for n in ("hotwords.mp3",)
-                                                               if (SHARED / n).is_file()]]
-        en += [c.path for c in synthesise(work / "espeak", minutes=2)]
-        report = {"zh": summary(rates(zh, "zh", work)), "en": summary(rates(en, "en", work))}
+                                                               if (SHARED / n).is_file()]][: args.clips]
+        en += [c.path for c in synthesise(work / "espeak", minutes=args.minutes)]
+        report: dict[str, Any] = {"zh": summary(rates(zh, "zh", work)), "en": summary(rates(en, "en", work))}
     settings = get_settings()
     report["configured"] = {"max_tokens_per_second": settings.asr.max_tokens_per_second,
                             "language_tokens_per_second": settings.asr.language_tokens_per_second}

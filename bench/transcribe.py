@@ -1,9 +1,18 @@
 """Stage timings and transcription speed over the demo corpus, on the embedded defaults.
 
-Runs the same stage functions as the DAG (without Airflow) in a throw-away store
-and prints audio seconds per wall second for preprocessing and transcription.
+Runs the same stage functions as the DAG (without Airflow) in a throw-away store,
+index and ledger, and prints audio seconds per wall second for preprocessing and
+transcription.
 
-    .venv/bin/python bench/transcribe.py [--json]
+    .venv/bin/python bench/transcribe.py [--recordings N] [--quick] [--json]
+
+``--recordings`` keeps the day's first N recordings (all eight by default);
+``--quick`` keeps three. The JSON's keys: ``recordings``, ``transcribed``,
+``audio_seconds``, ``channel_audio_seconds``, ``speech_seconds``,
+``preprocess_wall_s``, ``model_load_wall_s``, ``transcribe_wall_s``,
+``index_wall_s``, ``preprocess_audio_s_per_wall_s``,
+``transcribe_audio_s_per_wall_s``, ``transcribe_speech_s_per_wall_s``,
+``peak_rss_mib``, ``engine``.
 """
 
 from __future__ import annotations
@@ -32,18 +41,26 @@ from asr_tasks.pipeline import (
 from asr_tasks.storage import LocalStore, get_json
 
 DAY = date(2026, 11, 27)
+QUICK = {"recordings": 3}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--recordings", type=int, default=None, help="the day's first N recordings (all)")
+    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK}")
     args = parser.parse_args()
+    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
+        parser.set_defaults(**QUICK)
+        args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        settings = get_settings().override(store_root=f"{tmp}/store", index_path=f"{tmp}/index.sqlite", work_dir=f"{tmp}/work")
+        settings = get_settings().override(store_root=f"{tmp}/store", index_path=f"{tmp}/index.sqlite",
+                                           work_dir=f"{tmp}/work", ledger_url=f"sqlite:///{tmp}/ledger.sqlite",
+                                           device_lock_dir=f"{tmp}/locks")
         store = LocalStore(Path(settings.storage.store_root))
         write_demo_corpus(store, settings.storage, DAY)
-        recordings = sense(store, settings, DAY)
+        recordings = sense(store, settings, DAY)[: args.recordings]
 
         t0 = time.perf_counter()
         results = [preprocess(r, store, settings) for r in recordings]

@@ -1,0 +1,206 @@
+"""Every script in bench/ runs in its quick mode: it ends, and prints the JSON keys its docstring lists.
+
+``--quick`` only makes the inputs small (fewer calls, rows, segments, runs), so
+these runs go through the code each benchmark measures; the figures themselves
+are only checked for being plausible.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from asr_tasks.config import PROJECT_ROOT
+
+BENCH = PROJECT_ROOT / "bench"
+Report = dict[str, Any]
+
+
+def bench(script: str, *args: str, timeout: int = 180) -> Report:
+    """``bench/<script> <args> --json`` in a child process of this interpreter; the JSON it printed last."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "ASR_"))}
+    env.update({"HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"})
+    proc = subprocess.run([sys.executable, str(BENCH / script), *args, "--json"], cwd=PROJECT_ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{script} ended {proc.returncode}:\n{proc.stderr[-3000:]}"
+    start = proc.stdout.find("{")  # print_report's JSON, after whatever a library printed first
+    assert start >= 0, proc.stdout[-2000:]
+    report = json.loads(proc.stdout[start:])
+    assert isinstance(report, dict)
+    return report
+
+
+def positive(*values: Any) -> bool:
+    return all(isinstance(v, (int, float)) and v > 0 for v in values)
+
+
+def check_asr_engines(r: Report) -> None:
+    assert r["corpus"]["calls"] == sum(b["calls"] for b in r["blocks"]) > 0
+    assert len(r["blocks"]) == 2 and [s["batch_size"] for s in r["batch_size_sweep"]] == [4]
+    assert positive(r["naive_audio_s_per_wall_s"], r["batched_audio_s_per_wall_s"], r["batched_over_naive"],
+                    r["batched_over_naive_total"], r["batch_size_sweep"][0]["audio_s_per_wall_s"])
+    assert 0 <= r["wer_naive"] < 1 and 0 <= r["wer_batched"] < 1
+
+
+def check_call_page(r: Report) -> None:
+    assert r["call_segments"] == 200 and r["export_hits"] == 1000
+    assert positive(r["call_page_ms_median"], r["call_page_ms_first"], r["call_page_kb"])
+    assert set(r["export"]) == {"csv", "json"} and all(positive(e["wall_s"], e["mb"]) for e in r["export"].values())
+
+
+def check_listing(r: Report) -> None:
+    assert r["objects_under_prefix"] == 300
+    assert positive(r["fill_seconds"], r["fill_objects_per_second"], r["list_keys_seconds"],
+                    r["list_with_etags_seconds"], r["sensor_poke_quiet_seconds"])
+    assert r["quiet_poke_http_requests"] and r["marker_poke_http_requests"]
+
+
+def check_pii(r: Report) -> None:
+    assert r["calls"] == 8 and positive(r["audio_s"])
+    assert r["kinds"] and all(0 <= k["recall"] <= 1 and 0 <= k["precision"] <= 1 for k in r["kinds"].values())
+    assert r["masking_s_per_audio_hour"] >= 0 and r["silenced_s_word_times"] >= 0
+    assert isinstance(r["misses"], list)
+
+
+def check_pipeline(r: Report) -> None:
+    assert r["day"]["recordings"] == 5 and r["day"]["short_calls"] == 4 and r["day"]["long_calls"] == 1
+    assert positive(r["day"]["audio_s"], r["day"]["chunks"], r["pipeline"]["wall_s"], r["pipeline"]["task_instances"],
+                    r["engine_alone"]["audio_s_per_wall_s"], r["pipeline_over_engine"], r["pipeline_over_naive"])
+    assert r["naive"]["files"] == 1 and 0 <= r["wer_pipeline"] < 1 and 0 <= r["wer_naive"] < 1
+
+
+def check_preprocess(r: Report) -> None:
+    assert set(r) == {"source", "60s"}
+    run = r["60s"]
+    assert abs(run["audio_seconds"] - 60) < 1 and run["channels"] == ["agent", "customer"]
+    assert positive(run["wall_seconds"], run["audio_s_per_wall_s"], run["peak_rss_mb"], run["chunks"],
+                    run["speech_seconds"])
+
+
+def check_progress_ledger(r: Report) -> None:
+    assert r["rows"] == r["recordings"] == 20_000  # every row's day lies in the ten years asked for
+    assert r["periods_by_month"] == 120 and r["failure_groups"] > 0
+    assert positive(r["progress_by_month_s"], r["progress_by_day_s"], r["asr_progress_cli_s"])
+
+
+def check_quality_gate(r: Report) -> None:
+    assert r["clean"] > 0 and r["bad"] > 0 and r["expectations"] and r["thresholds"]
+    assert 0 <= r["clean_flagged"] <= 1 and 0 <= r["bad_missed"] <= 1 and isinstance(r["missed"], list)
+
+
+def check_retention(r: Report) -> None:
+    assert r["recordings"] == 20 and r["held"] == 5
+    assert sum(r["ledger_states_after"].values()) == 20 and positive(r["retention_dag_wall_s"])
+    assert r["objects_left"] > 0  # the held recordings' objects, and only theirs (the script checks)
+
+
+def check_search(r: Report) -> None:
+    assert r["backend"] == "sqlite" and r["segments"] == 20_000
+    assert positive(r["index_mb"], r["build_seconds"], r["segments_per_second"], *r["matches"].values())
+    assert len(r["latency"]) == 6 and all(positive(t["p50_ms"], t["max_ms"]) for t in r["latency"].values())
+
+
+def check_spot_check(r: Report) -> None:
+    assert r["calls"] == 2 and r["rounds"] == 1 and len(r["bare_runs_s"]) == len(r["spot_check_runs_s"]) == 1
+    assert positive(r["audio_s"], r["bare_engine_wall_s"], r["spot_check_wall_s"], r["spot_check_over_bare"])
+    assert 0 <= r["wer_bare"] < 1 and 0 <= r["wer_spot_check"] < 1
+
+
+def check_token_rates(r: Report) -> None:
+    for language in ("zh", "en"):
+        assert r[language]["chunks"] > 0 and r[language]["max"] >= r[language]["median"] > 0
+    assert positive(r["configured"]["max_tokens_per_second"])
+
+
+def check_transcribe(r: Report) -> None:
+    assert r["recordings"] >= r["transcribed"] > 0
+    assert positive(r["audio_seconds"], r["speech_seconds"], r["preprocess_audio_s_per_wall_s"],
+                    r["transcribe_audio_s_per_wall_s"], r["model_load_wall_s"], r["peak_rss_mib"])
+
+
+CASES: dict[str, tuple[str | None, Callable[[Report], None]]] = {  # script: (a test server it needs, checks)
+    "asr_engines.py": (None, check_asr_engines),
+    "call_page.py": (None, check_call_page),
+    "listing.py": ("minio_server", check_listing),
+    "pii.py": (None, check_pii),
+    "pipeline.py": (None, check_pipeline),
+    "preprocess.py": (None, check_preprocess),
+    "progress_ledger.py": ("postgres_server", check_progress_ledger),
+    "quality_gate.py": (None, check_quality_gate),
+    "retention.py": (None, check_retention),
+    "search.py": (None, check_search),
+    "spot_check.py": (None, check_spot_check),
+    "token_rates.py": (None, check_token_rates),
+    "transcribe.py": (None, check_transcribe),
+}
+DOCUMENTED = {  # the top-level keys each script's docstring lists
+    "asr_engines.py": {"corpus", "engine", "model_load_s", "naive_audio_s_per_wall_s", "batched_audio_s_per_wall_s",
+                       "batched_over_naive", "batched_over_naive_total", "wer_naive", "wer_batched", "packing",
+                       "blocks", "batch_size_sweep"},
+    "call_page.py": {"call_segments", "call_page_ms_median", "call_page_ms_first", "call_page_kb", "export_hits",
+                     "export"},
+    "listing.py": {"server", "objects_under_prefix", "fill_seconds", "fill_objects_per_second", "list_keys_seconds",
+                   "list_with_etags_seconds", "sensor_poke_quiet_seconds", "sensor_poke_marker_missing_seconds",
+                   "sensor_poke_marker_present_seconds", "client_cpu_seconds", "quiet_poke_http_requests",
+                   "marker_poke_http_requests", "measured_at"},
+    "pii.py": {"calls", "audio_s", "kinds", "masking_s_per_audio_hour", "redacted_audio_s_per_audio_hour",
+               "silenced_s_word_times", "silenced_s_whole_segments", "misses"},
+    "pipeline.py": {"machine", "day", "engine", "pipeline", "packing_in_the_dag", "engine_alone", "naive",
+                    "pipeline_over_engine", "pipeline_over_naive", "wer_pipeline", "wer_pipeline_on_naive_files",
+                    "wer_naive"},
+    "preprocess.py": {"source"},
+    "progress_ledger.py": {"rows", "fill_s", "progress_by_month_s", "periods_by_month", "progress_by_day_s",
+                           "periods_by_day", "asr_progress_cli_s", "recordings", "failure_groups", "eta_hours"},
+    "quality_gate.py": {"clean", "bad", "clean_flagged", "bad_missed", "missed", "expectations", "thresholds"},
+    "retention.py": {"recordings", "held", "fill_s", "retention_dag_wall_s", "ms_per_recording_erased",
+                     "ledger_states_after", "objects_left"},
+    "search.py": {"backend", "segments", "index_mb", "build_seconds", "segments_per_second", "matches", "latency"},
+    "spot_check.py": {"calls", "audio_s", "engine", "rounds", "bare_engine_wall_s", "spot_check_wall_s",
+                      "spot_check_over_bare", "bare_runs_s", "spot_check_runs_s", "wer_bare", "wer_spot_check"},
+    "token_rates.py": {"zh", "en", "configured"},
+    "transcribe.py": {"recordings", "transcribed", "audio_seconds", "channel_audio_seconds", "speech_seconds",
+                      "preprocess_wall_s", "model_load_wall_s", "transcribe_wall_s", "index_wall_s",
+                      "preprocess_audio_s_per_wall_s", "transcribe_audio_s_per_wall_s",
+                      "transcribe_speech_s_per_wall_s", "peak_rss_mib", "engine"},
+}
+
+
+def test_every_script_is_covered() -> None:
+    scripts = {p.name for p in BENCH.glob("*.py")} - {"synthetic.py"}  # the benchmarks' shared helpers
+    assert scripts == {*CASES, "gpu.py"} and set(CASES) == set(DOCUMENTED)
+    for script in scripts:
+        doc = (BENCH / script).read_text()
+        assert "--quick" in doc.split('"""')[1], f"{script}: --quick is not in its docstring"
+
+
+@pytest.mark.parametrize("script", sorted(CASES))
+def test_quick_mode(script: str, model_dir: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    server, check = CASES[script]
+    if server:  # the script starts its own; the fixture says whether this machine can (fails in CI if not)
+        request.getfixturevalue(server)
+    extra = ["--index", str(tmp_path / "search.sqlite")] if script == "search.py" else []
+    report = bench(script, "--quick", *extra)
+    assert DOCUMENTED[script] <= set(report), sorted(DOCUMENTED[script] - set(report))
+    check(report)
+
+
+def test_gpu_quick_on_cpu(model_dir: Path, tmp_path: Path) -> None:
+    """``prepare --quick`` then ``run --quick --device cpu`` with the real Whisper-base through CTranslate2."""
+    prepared = bench("gpu.py", "prepare", "--quick", "--out", str(tmp_path))
+    assert set(prepared) == {"chunks", "speech_s", "path"} and positive(prepared["chunks"], prepared["speech_s"])
+    assert Path(prepared["path"]) == tmp_path / "chunks.npz" and Path(prepared["path"]).is_file()
+    report = bench("gpu.py", "run", "--quick", "--device", "cpu", "--engines", "ctranslate2", "--chunks",
+                   prepared["path"], "--model-dir", str(model_dir))
+    assert {"device", "chunks", "speech_s", "engines"} <= set(report)
+    assert report["device"] == "cpu" and report["chunks"] == prepared["chunks"]
+    engine = report["engines"]["ctranslate2"]
+    assert "error" not in engine, engine["error"]
+    assert {"model", "compute_type", "load_and_warm_up_s", "batches"} <= set(engine)
+    assert engine["compute_type"] == "int8" and [b["batch_size"] for b in engine["batches"]] == [1, 4]
+    assert all(positive(b["chunks"], b["wall_s"], b["audio_s_per_wall_s"]) for b in engine["batches"])
