@@ -44,8 +44,9 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=12, help="sentences spoken (each in 3 levels)")
     parser.add_argument("--quick", action="store_true", help="one sentence: seconds, for the test that runs it")
     args = parser.parse_args()
-    if args.quick:
-        args.sentences = 1
+    if args.quick:  # the same code on one sentence; --sentences given on the command line still wins
+        parser.set_defaults(sentences=1)
+        args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         items = labelled_set(Path(tmp), [SENTENCES[n % len(SENTENCES)] for n in range(args.sentences)])
         transcripts = transcribe_items(items, Path(tmp), get_settings())

@@ -49,7 +49,7 @@ def fill(root: Path, count: int) -> dict[str, str]:
            "ASR_LEDGER_URL": f"sqlite:///{root / 'ledger.sqlite'}"}
     settings = load_settings(env=env)
     store, index, ledger = LocalStore(root / "store"), SqliteIndex(root / "index.sqlite"), Ledger(env["ASR_LEDGER_URL"])
-    audio = (PROJECT_ROOT.parent / "shared" / "audio" / "jfk.flac").read_bytes()
+    audio = (PROJECT_ROOT / "tests" / "data" / "jfk.flac").read_bytes()  # in the repository: any clone has it
     recs, rows = [], []
     for n in range(count):
         key = f"calls/{DAY.replace('-', '/')}/call_{n:05d}.flac"

@@ -228,7 +228,7 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
     stored.add_sqlite(tmp_path / "index.sqlite", ("segments", "recordings", "findings"))
     stored.add_sqlite(tmp_path / "ledger.sqlite", ("recording_ledger",))
     assert any(len(v) == 32 for v in stored.ids)  # the ETags are known as hashes, whatever digits they hold
-    stored.add_text("the DAG's log", log)
+    stored.add_free_text("the DAG's log", log)
     assert stored.clear_numbers() == {}
 
     # The page plays a rendition of the card call that is silent over the card number and unchanged elsewhere.

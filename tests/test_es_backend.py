@@ -292,6 +292,7 @@ def test_existing_index_and_configured_analyser(es_settings: Settings, es: FakeE
     idx.replace_recording(_transcript(_recording("calls/2026/11/27/c2.wav"), ["好"]))
     mapping = es.of("PUT", "/calls-zh-segments-2026/_mapping")  # an index made earlier gets the newer fields
     assert len(mapping) == 1 and "non_talk_share" in mapping[0].json()["properties"]
+    assert "text" not in mapping[0].json()["properties"]  # its analysers cannot change: it keeps those it was made with
     template = es.of("PUT", "/_index_template/calls-zh-segments")[0].json()
     assert template["index_patterns"] == ["calls-zh-segments-*"]
     assert template["template"]["aliases"] == {"calls-zh-segments": {}}

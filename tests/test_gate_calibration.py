@@ -1,7 +1,7 @@
 """The quality gate calibrated on a labelled set: clean short calls in telephony codecs pass, non-speech is flagged.
 
 The set (``gate_corpus.py``) is spoken and encoded here; ``bench/quality_gate.py``
-reports the same figures on a larger one.
+reports the same figures on it (or on more sentences), with each threshold's nearest clean and bad files.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ TEXT_EVIDENCE = {"segment_text_not_empty", "speech_rate", "confidence_logprob", 
 
 
 def test_clean_calls_pass_at_a_bounded_rate(results: list[tuple[str, bool, list[str]]]) -> None:
-    """Rates, not files: int8 kernels differ between CPU makes and move each file's scores a little, so each
-    threshold sits midway between the labelled set's nearest clean and bad files (bench/quality_gate.py prints
-    both), and the test bounds how many clean calls are flagged instead of naming which."""
+    """Rates, not files: int8 kernels differ between CPU makes and move each file's scores a little, so the
+    confidence thresholds sit midway between the labelled set's worst passing clean file and the nearest bad file
+    they catch (bench/quality_gate.py prints both), and the test bounds how many clean calls are flagged."""
     clean = [(name, names) for name, ok, names in results if ok]
     assert len(clean) == 3 * len(SENTENCES)
     flagged = {name: names for name, names in clean if names}

@@ -98,6 +98,8 @@ def test_chinese_phrases_match_consecutive_characters_only(index: TranscriptInde
 
 def test_a_one_character_chinese_word_inside_a_run_is_found(index: TranscriptIndex) -> None:
     """On the default analysis: a word of one character inside a longer run, at either end and in the middle."""
+    if isinstance(index, ElasticsearchIndex) and index.analyzer != "standard":
+        pytest.skip(f"ES_URL's cluster runs es_analyzer {index.analyzer}, whose tokens are not one per character")
     key = "calls/2026/11/29/zh_money.wav"
     index.replace_recording(_transcript(_recording(key, agent="AG-3"), [
         ("customer", 2.0, 5.0, "我的钱什么时候到账？"),
@@ -115,9 +117,9 @@ def test_a_one_character_chinese_word_inside_a_run_is_found(index: TranscriptInd
 @pytest.mark.elasticsearch
 def test_the_node_runs_the_default_analysis(es_index: ElasticsearchIndex, es_cluster: EsCluster) -> None:
     """The mapping the node holds is the configured default's, and it puts each Chinese character at its own place."""
-    default = IndexSettings().es_analyzer
-    if not os.environ.get("ES_URL"):
-        assert es_cluster.analyzer == default
+    if os.environ.get("ES_URL"):
+        pytest.skip("ES_URL's cluster runs the analysers ES_ANALYZER names, not necessarily the default")
+    assert es_cluster.analyzer == IndexSettings().es_analyzer == "standard"
     _fill(es_index)
     name = f"{es_index.prefix}-segments-2026"
     mapping = es_index.client.indices.get_mapping(index=name)[name]

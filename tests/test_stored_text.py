@@ -12,8 +12,8 @@ ETAG = "5d0201527751004f3a9e0c2b7d41e8a6"  # an MD5 in hex with twelve decimal d
 RID = "1234567890123abcdef45678"
 
 
-def _manifest(card_in: str | None = None) -> dict[str, object]:
-    text = "my card is 4111 1111 1111 1111" if card_in == "text" else "thank you"
+def _manifest(card_in: str | None = None, card: str = "4111 1111 1111 1111") -> dict[str, object]:
+    text = f"my card is {card}" if card_in == "text" else "thank you"
     words = [{"text": " 4111", "start": 1.0, "end": 1.2}, {"text": "111111111111", "start": 1.2, "end": 2.0}] \
         if card_in == "words" else [{"text": " thank", "start": 1.0, "end": 1.2}]
     return {
@@ -21,7 +21,7 @@ def _manifest(card_in: str | None = None) -> dict[str, object]:
                       "started_at": "2026-11-27T10:11:12.131415+00:00", "customer_id": "CU-1"},
         "channels": [{"pcm_key": f"v3/2026-11-27/{RID}/ch0.pcm", "duration": 12345678.5}],
         "segments": [{"recording_id": RID, "text": text, "words": words, "start": 1.0, "end": 2.0}],
-        "pii_policy": "80215277510041",
+        "pii_policy": "802152775100",  # twelve hex digits, all of them decimal
     }
 
 
@@ -39,7 +39,7 @@ def _stored(tmp_path: Path, manifest: dict[str, object], log: str = "") -> Store
     stored = StoredText()
     stored.add_store(root)
     stored.add_sqlite(db, ("recording_ledger",))
-    stored.add_text("log", log)
+    stored.add_free_text("log", log)
     return stored
 
 
@@ -60,3 +60,19 @@ def test_a_number_in_any_text_or_word_field_or_row_or_log_is_found(tmp_path: Pat
     assert list(_stored(tmp_path / "customer", manifest).clear_numbers()) == [f"{RID}/gated.m.json"]
     found = _stored(tmp_path / "log", _manifest(), f"ETag {ETAG}: the customer said 4111-1111-1111-1111").clear_numbers()
     assert found == {"log": ["4111-1111-1111-1111"]}
+
+
+def test_every_way_a_transcript_writes_a_number_is_found_and_an_id_field_of_another_shape_is_text(
+    tmp_path: Path,
+) -> None:
+    for n, card in enumerate(("4, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1", "4111.1111.1111.1111", "4,111,111,111,111",
+                              "4111-1111-1111-1111", "41111111111")):
+        found = _stored(tmp_path / str(n), _manifest("text", card)).clear_numbers()
+        assert list(found) == [f"{RID}/gated.m.json"], (card, found)
+    manifest = _manifest()
+    manifest["terms"] = {"4111 1111 1111 1111": 2}  # a key is read too
+    assert list(_stored(tmp_path / "key", manifest).clear_numbers()) == [f"{RID}/gated.m.json"]
+    manifest = _manifest("text", "41111111111")
+    manifest["recording"]["started_at"] = "41111111111"  # type: ignore[index]  # a sidecar's value, not a time
+    found = _stored(tmp_path / "shape", manifest).clear_numbers()
+    assert found == {f"{RID}/gated.m.json": ["41111111111", "41111111111"]}, found

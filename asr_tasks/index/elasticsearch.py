@@ -258,10 +258,12 @@ class ElasticsearchIndex(TranscriptIndex):
                 except BadRequestError as exc:
                     if exc.error != "resource_already_exists_exception":
                         raise
-                    # made by an earlier version: fields added to the template since are added to it too
+                    # made by an earlier version: fields added to the template since are added to it too; a
+                    # field's analysers cannot change, so ``text`` keeps the analysis the index was made with
                     mappings = load_template(kind, self.prefix, self.analyzer, self.english_stemmer)
-                    self.client.indices.put_mapping(index=index,
-                                                    properties=mappings["template"]["mappings"]["properties"])
+                    properties = {name: field for name, field in mappings["template"]["mappings"]["properties"].items()
+                                  if name != "text"}
+                    self.client.indices.put_mapping(index=index, properties=properties)
 
             self._call(create)
             self._indices_ready.add(index)
