@@ -53,7 +53,7 @@ MINIO_MODULE = "github.com/minio/minio"
 MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"
 SERVICE_USER = "asr-test"
 HUNSPELL_EN = Path("/usr/share/hunspell")
-# The role the README asks a production cluster to give the pipeline, on the test prefixes too.
+# The role docs/production.md asks a production cluster to give the pipeline, on the test prefixes too.
 ES_ROLES = """asr_pipeline:
   cluster: [monitor, manage_index_templates]
   indices:
