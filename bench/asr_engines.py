@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from synthetic import Call, Naive, print_report, synthesise, timed, wer
+from synthetic import Call, Naive, parse_args, print_report, synthesise, timed, wer
 
 from asr_tasks.config import Settings, get_settings
 from asr_tasks.pipeline import load_engine, preprocess_local, transcribe_group
@@ -64,11 +64,7 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=3, help="corpus blocks, run alternately by both approaches")
     parser.add_argument("--batch-sizes", default="1,2,4,8", help="batch sizes of the sweep (on the first block)")
     parser.add_argument("--language", default="en", help="language for both approaches ('auto': detect)")
-    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK}")
-    args = parser.parse_args()
-    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args()
+    args = parse_args(parser, QUICK)
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

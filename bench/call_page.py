@@ -25,7 +25,7 @@ import tracemalloc
 from pathlib import Path
 
 from fastapi.testclient import TestClient
-from synthetic import print_report
+from synthetic import parse_args, print_report
 
 from asr_tasks.config import load_settings
 from asr_tasks.export import export
@@ -73,11 +73,7 @@ def main() -> None:
     parser.add_argument("--segments", type=int, default=2400)
     parser.add_argument("--hits", type=int, default=100_000)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK}")
-    args = parser.parse_args()
-    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args()
+    args = parse_args(parser, QUICK)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         settings = load_settings(env={"ASR_INDEX_PATH": str(root / "index.sqlite"), "ASR_STORE_ROOT": str(root),

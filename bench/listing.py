@@ -31,6 +31,8 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from synthetic import parse_args
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT / "plugins"))
 sys.path.insert(0, str(PROJECT_ROOT / "tests"))
@@ -77,11 +79,7 @@ def main() -> int:
     parser.add_argument("--objects", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK}")
-    args = parser.parse_args()
-    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args()
+    args = parse_args(parser, QUICK)
 
     minio = services.start_minio()
     try:

@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from synthetic import print_report
+from synthetic import parse_args, print_report
 
 from asr_tasks.audio import probe, silence_spans
 from asr_tasks.config import get_settings
@@ -84,11 +84,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--calls", type=int, default=4, help="rounds of the eight kinds of call")
-    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK}")
-    args = parser.parse_args()
-    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args()
+    args = parse_args(parser, QUICK)
     settings = get_settings()
     policy = load_policy(settings.postprocess.path("pii_dir"))
     said = calls(random.Random(11), args.calls)

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from pluggy import HookimplMarker
-from synthetic import Call, Naive, print_report, synthesise, synthesise_conversation, timed, wer
+from synthetic import Call, Naive, parse_args, print_report, synthesise, synthesise_conversation, timed, wer
 
 from asr_tasks.config import PROJECT_ROOT
 
@@ -199,11 +199,7 @@ def main() -> None:
     parser.add_argument("--long-calls", type=int, default=2, help="long stereo calls in the day")
     parser.add_argument("--long-minutes", type=float, default=5.0, help="length of each long call")
     parser.add_argument("--naive-every", type=int, default=1, help="the naive loop runs on every N-th file")
-    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK}")
-    args = parser.parse_args()
-    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args()
+    args = parse_args(parser, QUICK)
 
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp_name:

@@ -33,6 +33,7 @@ from datetime import date
 from pathlib import Path
 
 import numpy as np
+from synthetic import parse_args
 
 QUICK = {"lengths": "60"}
 SOURCE_RATE = 8000
@@ -141,11 +142,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--lengths", default="600,3600,10800", help="recording lengths in seconds")
     parser.add_argument("--worker", nargs=2, metavar=("STORE_ROOT", "WORK_DIR"), help=argparse.SUPPRESS)
-    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK}")
-    args = parser.parse_args()
-    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args()
+    args = parse_args(parser, QUICK)
     if args.worker:
         worker(*args.worker)
         return

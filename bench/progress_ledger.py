@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from sqlalchemy import text
-from synthetic import print_report
+from synthetic import parse_args, print_report
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from services import start_postgres  # noqa: E402
@@ -56,11 +56,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK}")
-    args = parser.parse_args()
-    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args()
+    args = parse_args(parser, QUICK)
     server = start_postgres()
     try:
         ledger = Ledger(server.url)

@@ -31,22 +31,20 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from synthetic import SENTENCES, print_report
+from synthetic import SENTENCES, parse_args, print_report
 
 from asr_tasks.config import get_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from gate_corpus import labelled_set, outcomes, threshold_margins, transcribe_items  # noqa: E402
+QUICK = {"sentences": 1}
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--sentences", type=int, default=12, help="sentences spoken (each in 3 levels)")
-    parser.add_argument("--quick", action="store_true", help="one sentence: seconds, for the test that runs it")
-    args = parser.parse_args()
-    if args.quick:  # the same code on one sentence; --sentences given on the command line still wins
-        parser.set_defaults(sentences=1)
-        args = parser.parse_args()
+    args = parse_args(parser, QUICK)
     with tempfile.TemporaryDirectory() as tmp:
         items = labelled_set(Path(tmp), [SENTENCES[n % len(SENTENCES)] for n in range(args.sentences)])
         transcripts = transcribe_items(items, Path(tmp), get_settings())

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from synthetic import print_report
+from synthetic import parse_args, print_report
 
 from asr_tasks.config import PROJECT_ROOT, load_settings
 from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
@@ -83,11 +83,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--recordings", type=int, default=1000)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK}")
-    args = parser.parse_args()
-    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args()
+    args = parse_args(parser, QUICK)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         started = time.perf_counter()

@@ -32,6 +32,8 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Callable
 
+from synthetic import parse_args
+
 from asr_tasks.config import PROJECT_ROOT, Settings
 from asr_tasks.index import Filters, TranscriptIndex, open_index
 from asr_tasks.index.elasticsearch import ElasticsearchIndex
@@ -108,11 +110,7 @@ def main() -> None:
     parser.add_argument("--index", type=Path, default=PROJECT_ROOT / "var" / "bench" / "search-1m.sqlite")
     parser.add_argument("--es-heap", default="2g")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK}")
-    args = parser.parse_args()
-    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args()
+    args = parse_args(parser, QUICK)
 
     node = None
     build_seconds = None

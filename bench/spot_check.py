@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from synthetic import Call, print_report, synthesise, wer
+from synthetic import Call, parse_args, print_report, synthesise, wer
 
 from asr_tasks.config import PROJECT_ROOT, get_settings
 
@@ -58,11 +58,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=12)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK}")
-    args = parser.parse_args()
-    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args()
+    args = parse_args(parser, QUICK)
 
     with tempfile.TemporaryDirectory() as tmp:
         calls: list[Call] = synthesise(Path(tmp), minutes=1e9, count=args.calls)

@@ -5,6 +5,7 @@ Shared by the benchmarks; nothing here is part of the product.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import random
@@ -154,3 +155,14 @@ def print_report(report: dict[str, Any], as_json: bool) -> None:
     else:
         for key, value in report.items():
             print(f"{key:28} {value}")
+
+
+def parse_args(parser: argparse.ArgumentParser, quick: dict[str, Any]) -> argparse.Namespace:
+    """The arguments, with ``--quick``: the same code on the ``quick`` sizes (for the test that runs every
+    benchmark); a size given on the command line still wins."""
+    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {quick}")
+    args = parser.parse_args()
+    if args.quick:
+        parser.set_defaults(**quick)
+        args = parser.parse_args()
+    return args

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from synthetic import print_report, synthesise
+from synthetic import parse_args, print_report, synthesise
 
 from asr_tasks.audio import read_pcm
 from asr_tasks.config import PROJECT_ROOT, get_settings
@@ -61,11 +61,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--clips", type=int, default=None, help="the first N real clips of each language (all)")
     parser.add_argument("--minutes", type=float, default=2.0, help="espeak-ng calls among the English clips")
-    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK}")
-    args = parser.parse_args()
-    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args()
+    args = parse_args(parser, QUICK)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         zh = sorted((PROJECT_ROOT / "tests" / "data" / "zh").glob("*.wav"))[: args.clips]

@@ -25,6 +25,8 @@ import time
 from datetime import date
 from pathlib import Path
 
+from synthetic import parse_args
+
 from asr_tasks.config import get_settings
 from asr_tasks.corpus import write_demo_corpus
 from asr_tasks.index.sqlite import SqliteIndex
@@ -48,11 +50,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--recordings", type=int, default=None, help="the day's first N recordings (all)")
-    parser.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK}")
-    args = parser.parse_args()
-    if args.quick:  # the same code on tiny sizes; a size given on the command line still wins
-        parser.set_defaults(**QUICK)
-        args = parser.parse_args()
+    args = parse_args(parser, QUICK)
 
     with tempfile.TemporaryDirectory() as tmp:
         settings = get_settings().override(store_root=f"{tmp}/store", index_path=f"{tmp}/index.sqlite",
