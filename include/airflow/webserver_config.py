@@ -2,7 +2,7 @@
 
 Set ``AIRFLOW_LDAP_SERVER`` (``ldaps://ldap.bank.example:636``) to sign users in
 against the directory instead; the other ``AIRFLOW_LDAP_*`` variables say where
-users are and how groups map to roles (docs/records.md: Permissions).
+users are and how groups map to roles (docs/records.md: Permissions, LDAP).
 Roles that grant the search page's permissions are created by ``airflow-init``
 (``asr roles``); a directory group is mapped onto them with
 ``AIRFLOW_LDAP_ROLES_MAPPING``, a JSON object of group DN -> role names.
