@@ -17,7 +17,7 @@ export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN := sqlite:///$(CURDIR)/var/airflow/ai
 export HF_HUB_OFFLINE := 1
 export PYTHONWARNINGS := ignore
 
-.PHONY: demo test test-celery lint setup test-setup system-deps test-system-deps venv test-venv test-services model \
+.PHONY: demo test test-celery lint docs setup test-setup system-deps test-system-deps venv test-venv test-services model \
 	airflow-init standalone clean
 
 demo: setup airflow-init
@@ -51,6 +51,12 @@ test: setup test-setup
 lint: test-venv
 	$(BIN)/ruff check asr_tasks dags plugins
 	$(BIN)/mypy
+
+# docs/ as a MkDocs site (mkdocs.yml) in var/site/; --strict: a broken link or anchor, or a page outside the nav, fails it.
+# NO_MKDOCS_2_WARNING: mkdocs-material's notice about its successor, printed on every build, is not a build warning.
+docs: export NO_MKDOCS_2_WARNING := 1
+docs: test-venv
+	$(BIN)/mkdocs build --strict
 
 # Airflow on CeleryExecutor against PostgreSQL and Redis servers the tests start: a DAG run, a backfill with a fault (about 4-5 minutes).
 test-celery: setup test-setup
