@@ -38,6 +38,18 @@ TRANSCRIPTS_ASSET_URI = "asr://transcripts/daily"
 NONE_WORDS = {"", "none", "null", "auto"}
 
 
+# Post-processing steps (``text.postprocess`` runs them) and the languages that have an ITN.
+POSTPROCESS_STEPS = ("t2s", "fillers", "terms", "itn")
+ITN_LANGUAGES = ("en", "zh")
+# Settings that moved or went: where a file or the environment still names them, the load fails and says so.
+MOVED = {
+    "quality.search_url": "web.search_url",
+    "quality.qa_rules_dir": "audit.qa_rules_dir",
+}
+GONE = {
+    "sample_rate": "audio is always decoded to 16 kHz, the rate the VAD and the models are made for; remove it",
+}
+
 # The choices of the settings that have a fixed set of them; validated whenever a section is made.
 StoreBackend = Literal["local", "minio"]
 IndexBackend = Literal["sqlite", "elasticsearch"]
@@ -145,7 +157,6 @@ class IndexSettings(_Section):
 class AudioSettings(_Section):
     """Audio intake, loudness, channels and the VAD that cuts speech into chunks."""
 
-    sample_rate: int = 16000
     max_duration_seconds: float = 6 * 3600.0
     max_size_bytes: int = 4 * 1024**3
     max_channels: int = 8
@@ -184,7 +195,7 @@ class AsrSettings(_Section):
     pack_gap_seconds: float = 1.0
     max_tokens_per_second: float = 10.0
     # per language (its code) where it differs from max_tokens_per_second (bench/token_rates.py measures them)
-    language_tokens_per_second: dict[str, str] = field(default_factory=lambda: {"zh": "12", "yue": "12"})
+    language_tokens_per_second: dict[str, float] = field(default_factory=lambda: {"zh": 12.0, "yue": 12.0})
     # GPUs: gpu_count x streams_per_gpu slots; a task locks one (GPU, stream) under device_lock_dir
     # speech per engine call of a transcription task, written when done: the most a crash costs
     checkpoint_speech_seconds: float = 1800.0
@@ -214,18 +225,42 @@ class PostprocessSettings(_Section):
     @field_validator("postprocess_steps")
     @classmethod
     def _known_steps(cls, table: dict[str, str]) -> dict[str, str]:
-        from asr_tasks.postprocess import check_steps
-
-        check_steps(table)
+        """Every step of every language exists, and ITN only where there is one."""
+        for language, raw in table.items():
+            steps = postprocess_step_names(raw)
+            unknown = [s for s in steps if s not in POSTPROCESS_STEPS]
+            if unknown:
+                raise ValueError(f"postprocess_steps[{language}]: unknown step(s) {', '.join(unknown)} "
+                                 f"(known: {', '.join(POSTPROCESS_STEPS)})")
+            if "itn" in steps and language not in ITN_LANGUAGES:
+                raise ValueError(f"postprocess_steps[{language}]: no itn for this language "
+                                 f"(have: {', '.join(ITN_LANGUAGES)})")
         return table
+
+
+def postprocess_step_names(raw: str) -> list[str]:
+    """The steps of one language's ``postprocess_steps`` entry, in order."""
+    return [s.strip() for s in raw.split(",") if s.strip()]
 
 
 @dataclass(frozen=True, config=_STRICT)
 class QualitySettings(_Section):
-    """The quality gate's Great Expectations suites and the QA audit's rules and report links."""
+    """The quality gate's Great Expectations suites."""
 
     expectations_dir: str = "include/expectations"
+
+
+@dataclass(frozen=True, config=_STRICT)
+class AuditSettings(_Section):
+    """The nightly QA audit's rule files."""
+
     qa_rules_dir: str = "include/qa_rules"
+
+
+@dataclass(frozen=True, config=_STRICT)
+class WebSettings(_Section):
+    """The search page: where people reach it (audit reports and ``asr search --urls`` link there)."""
+
     search_url: str = "http://localhost:8091/"
 
 
@@ -253,7 +288,8 @@ class AirflowSettings(_Section):
 
 SECTIONS: dict[str, type] = {
     "storage": StorageSettings, "ledger": LedgerSettings, "index": IndexSettings, "audio": AudioSettings,
-    "asr": AsrSettings, "postprocess": PostprocessSettings, "quality": QualitySettings, "airflow": AirflowSettings,
+    "asr": AsrSettings, "postprocess": PostprocessSettings, "quality": QualitySettings, "audit": AuditSettings,
+    "web": WebSettings, "airflow": AirflowSettings,
 }
 # Every key names its section (keys are unique across sections, so ASR_<KEY> needs no section).
 SECTION_OF: dict[str, str] = {f.name: name for name, cls in SECTIONS.items() for f in dataclasses.fields(cls)}
@@ -270,6 +306,8 @@ class Settings:
     asr: AsrSettings = field(default_factory=AsrSettings)
     postprocess: PostprocessSettings = field(default_factory=PostprocessSettings)
     quality: QualitySettings = field(default_factory=QualitySettings)
+    audit: AuditSettings = field(default_factory=AuditSettings)
+    web: WebSettings = field(default_factory=WebSettings)
     airflow: AirflowSettings = field(default_factory=AirflowSettings)
 
     def override(self, **values: Any) -> Settings:
@@ -342,12 +380,18 @@ def _file_values(path: Path, loaded: Any) -> dict[str, Any]:
             if not isinstance(value, dict):
                 raise ConfigError(f"{path}: section {top} must be a mapping of settings")
             for key, inner in value.items():
+                if f"{top}.{key}" in MOVED:
+                    raise ConfigError(f"{path}: {top}.{key} is now {MOVED[f'{top}.{key}']}: move it there")
+                if key in GONE:
+                    raise ConfigError(f"{path}: {top}.{key} is no setting any more: {GONE[key]}")
                 if SECTION_OF.get(key) != top:
                     allowed = ", ".join(f.name for f in dataclasses.fields(SECTIONS[top]))
                     raise ConfigError(f"{path}: unknown setting {top}.{key} (the {top} section has: {allowed})")
                 flat[key] = inner
         elif top in SECTION_OF:
             flat[top] = value
+        elif top in GONE:
+            raise ConfigError(f"{path}: {top} is no setting any more: {GONE[top]}")
         else:
             raise ConfigError(f"{path}: unknown settings {top} (sections: {', '.join(SECTIONS)})")
     return flat
@@ -363,6 +407,10 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, env: dict[s
     elif config_file or env.get("ASR_CONFIG"):
         raise ConfigError(f"{path}: config file not found")
 
+    gone = [f"env {ENV_PREFIX}{key.upper()} is no setting any more: {why}" for key, why in GONE.items()
+            if ENV_PREFIX + key.upper() in env]
+    if gone:
+        raise ConfigError("; ".join(gone))
     unknown_env = sorted(k for k in env if k.startswith(ENV_PREFIX) and k != "ASR_CONFIG"
                          and k.removeprefix(ENV_PREFIX).lower() not in SECTION_OF)
     if unknown_env:  # warned, not refused: deployment files also keep their own ASR_* variables

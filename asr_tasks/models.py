@@ -12,11 +12,11 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from asr_tasks.states import RecordingState
+
 T = TypeVar("T", bound="_Serialisable")
 
-INDEXED = "indexed"
-NEEDS_REVIEW = "needs_review"
-QUARANTINED = "quarantined"
+SAMPLE_RATE = 16_000  # Hz: the PCM every stage after decoding reads (the VAD and the engines are made for it)
 
 
 class _Serialisable:
@@ -148,9 +148,9 @@ class Transcript(_Serialisable):
     model: str
     pipeline_version: str
     speech_seconds: float = 0.0
-    state: str = INDEXED
+    state: str = RecordingState.INDEXED
     reason: str | None = None
-    quality: str | None = None  # the quality gate's outcome: "pass" or "needs_review"
+    quality: str | None = None  # the quality gate's outcome (a GateOutcome)
     quality_failures: list[str] = field(default_factory=list)  # names of the failed expectations
     postprocess: dict[str, list[str]] = field(default_factory=dict)  # steps applied, per language
     # personal data found and masked (kind, channel, speaker, start, end, masked), and by which policy
@@ -168,7 +168,7 @@ class Transcript(_Serialisable):
             model=data["model"],
             pipeline_version=data["pipeline_version"],
             speech_seconds=data.get("speech_seconds", 0.0),
-            state=data.get("state", INDEXED),
+            state=data.get("state", RecordingState.INDEXED),
             reason=data.get("reason"),
             quality=data.get("quality"),
             quality_failures=list(data.get("quality_failures") or []),
@@ -186,7 +186,7 @@ class Quarantine(_Serialisable):
     recording: Recording
     reason: str
     pipeline_version: str
-    state: str = QUARANTINED
+    state: str = RecordingState.QUARANTINED
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Quarantine":
@@ -194,7 +194,7 @@ class Quarantine(_Serialisable):
             recording=Recording.from_dict(data["recording"]),
             reason=data["reason"],
             pipeline_version=data["pipeline_version"],
-            state=data.get("state", QUARANTINED),
+            state=data.get("state", RecordingState.QUARANTINED),
         )
 
 
@@ -213,4 +213,4 @@ class SearchHit(_Serialisable):
     highlight: str
     agent_id: str | None = None
     score: float = 0.0
-    quality: str | None = None  # the recording's quality gate outcome: "pass" or "needs_review"
+    quality: str | None = None  # the recording's quality gate outcome (a GateOutcome)

@@ -33,16 +33,18 @@ from pathlib import Path
 from synthetic import Call, Naive, parse_args, print_report, synthesise, timed, wer
 
 from asr_tasks.config import Settings, get_settings
-from asr_tasks.pipeline import load_engine, preprocess_local, transcribe_group
-from asr_tasks.postprocess import stitch
-from asr_tasks.storage import recording_for_file
+from asr_tasks.intake.days import recording_for_file
+from asr_tasks.models import SAMPLE_RATE
+from asr_tasks.pipeline.preprocess import preprocess_local
+from asr_tasks.pipeline.transcribe import load_engine, transcribe_group
+from asr_tasks.text.postprocess import stitch
 
 QUICK = {"minutes": 0.5, "blocks": 2, "batch_sizes": "4"}
 
 
 def engine_path(calls: list[Call], settings: Settings, work: Path) -> tuple[list[str], float]:
     """Preprocess every call, then one batched engine call over all chunks; returns texts and preprocess time."""
-    from asr_tasks.audio import read_pcm
+    from asr_tasks.intake.audio import read_pcm
 
     engine = load_engine(settings)  # as the transcription task loads it: the term dictionary's hotwords included
     started = time.perf_counter()
@@ -50,7 +52,7 @@ def engine_path(calls: list[Call], settings: Settings, work: Path) -> tuple[list
     for n, call in enumerate(calls):
         pre, pcm = preprocess_local(recording_for_file(call.path), call.path, work / str(n), settings.audio)
         for chunk in pre.chunks:
-            items.append((chunk, read_pcm(pcm[chunk.channel], settings.audio.sample_rate, chunk.start, chunk.end)))
+            items.append((chunk, read_pcm(pcm[chunk.channel], SAMPLE_RATE, chunk.start, chunk.end)))
             owners.append(n)
     preprocess_s = time.perf_counter() - started
     per_call = transcribe_group(engine, items, owners, len(calls))

@@ -28,11 +28,11 @@ from fastapi.testclient import TestClient
 from synthetic import parse_args, print_report
 
 from asr_tasks.config import load_settings
-from asr_tasks.export import export
-from asr_tasks.index import Filters
+from asr_tasks.index.export import export
+from asr_tasks.index.query import Filters
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
-from asr_tasks.webui import create_app
+from asr_tasks.web.app import create_app
 
 QUICK = {"segments": 200, "hits": 1000}
 TEXT = "the balance of the savings account was checked and confirmed with the customer"

@@ -59,7 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from asr_tasks.config import Settings  # noqa: E402
-from asr_tasks.models import AudioChunk  # noqa: E402
+from asr_tasks.models import SAMPLE_RATE, AudioChunk  # noqa: E402
 
 SR = 16000
 DEFAULT_OUT = ROOT / "var" / "gpu-bench"
@@ -76,9 +76,9 @@ def prepare(minutes: float, out: Path) -> dict[str, Any]:
     """Synthesise the calls, cut them like the pipeline does and save every chunk's samples (16-bit) with its place."""
     from synthetic import synthesise
 
-    from asr_tasks.audio import read_pcm
-    from asr_tasks.pipeline import preprocess_local
-    from asr_tasks.storage import recording_for_file
+    from asr_tasks.intake.audio import read_pcm
+    from asr_tasks.intake.days import recording_for_file
+    from asr_tasks.pipeline.preprocess import preprocess_local
 
     audio = Settings().audio
     out.mkdir(parents=True, exist_ok=True)
@@ -90,7 +90,7 @@ def prepare(minutes: float, out: Path) -> dict[str, Any]:
             work.mkdir()
             pre, pcm = preprocess_local(recording_for_file(call.path), call.path, work, audio)
             for chunk in pre.chunks:
-                samples = read_pcm(pcm[chunk.channel], audio.sample_rate, chunk.start, chunk.end)
+                samples = read_pcm(pcm[chunk.channel], SAMPLE_RATE, chunk.start, chunk.end)
                 pieces.append(np.clip(samples * 32767, -32768, 32767).astype(np.int16))
                 meta.append([chunk.recording_id, chunk.channel, chunk.speaker, chunk.start, chunk.end])
     path = out / "chunks.npz"
@@ -164,7 +164,7 @@ def model_dir_for(name: str, shape: str | None, real_model: Path, work: Path) ->
 def sweep(name: str, items: list[tuple[AudioChunk, np.ndarray]], batch_sizes: list[int], args: argparse.Namespace,
           work: Path) -> dict[str, Any]:
     """One engine over the batch sizes; returns its load time and a row per batch size."""
-    from asr_tasks.engines import get_engine
+    from asr_tasks.transcription.engines import get_engine
 
     engine_name, family, shape = ENGINES[name]
     torch = _torch()

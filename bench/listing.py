@@ -90,7 +90,8 @@ def main() -> int:
             "ASR_WORK_DIR": str(PROJECT_ROOT / "var" / "tmp"),
         })
         from asr_tasks.config import get_settings
-        from asr_tasks.storage import MinioStore, open_store, recordings_ready
+        from asr_tasks.intake.days import recordings_ready
+        from asr_tasks.intake.stores import MinioStore, open_store
 
         settings = get_settings()
         store = open_store(settings.storage)

@@ -33,9 +33,9 @@ from pathlib import Path
 
 from synthetic import parse_args, print_report
 
-from asr_tasks.audio import probe, silence_spans
 from asr_tasks.config import get_settings
-from asr_tasks.pii import load_policy, redact
+from asr_tasks.intake.audio import probe, silence_spans
+from asr_tasks.text.pii import load_policy, redact
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from gate_corpus import Item, transcribe_items  # noqa: E402

@@ -84,7 +84,8 @@ class TaskMeter:
 def build_day(folder: Path, store_root: Path, args: argparse.Namespace) -> dict[str, Call]:
     """The synthetic day's recordings, written into the local store; returns them by object key."""
     from asr_tasks.config import get_settings
-    from asr_tasks.storage import LocalStore, day_prefix
+    from asr_tasks.intake.days import day_prefix
+    from asr_tasks.intake.stores import LocalStore
 
     (folder / "short").mkdir(parents=True)
     calls = synthesise(folder / "short", minutes=1e9, count=args.short_calls)
@@ -141,21 +142,23 @@ def run_dag(meter: TaskMeter) -> float:
 def transcript_texts(by_key: dict[str, Call]) -> tuple[dict[str, str], list[Any]]:
     """The indexed text of every recording (segments in time order), and the preprocessing manifests."""
     from asr_tasks.config import get_settings
-    from asr_tasks.index import open_index
-    from asr_tasks.models import Preprocessed, Transcript
-    from asr_tasks.pipeline import artefact_prefix, transcript_key
-    from asr_tasks.storage import get_json, list_recordings, open_store
+    from asr_tasks.index.backends import open_index
+    from asr_tasks.intake.artefacts import Artefacts
+    from asr_tasks.intake.days import list_recordings
+    from asr_tasks.intake.stores import open_store
+    from asr_tasks.version import RecordingVersion
 
     settings = get_settings()
     store = open_store(settings.storage)
+    artefacts = Artefacts.of(store, settings)
     states = {row["key"]: row["state"] for row in open_index(settings.index).recordings(DAY.isoformat())}
     if sorted(states) != sorted(by_key):
         raise SystemExit(f"{len(by_key)} recordings in the day, {len(states)} in the index")
     texts, manifests = {}, []
     for rec in list_recordings(store, settings.storage, DAY):
-        prefix = artefact_prefix(rec)
-        manifests.append(Preprocessed.from_dict(get_json(store, settings.storage.artefacts_bucket, f"{prefix}/manifest.json")))
-        transcript = Transcript.from_dict(get_json(store, settings.storage.artefacts_bucket, transcript_key(prefix, settings)))
+        version = RecordingVersion.of(rec)
+        manifests.append(artefacts.manifest(version))
+        transcript = artefacts.transcript(version)
         texts[rec.key] = " ".join(s.text for s in sorted(transcript.segments, key=lambda s: s.start))
     return texts, manifests
 
@@ -163,13 +166,12 @@ def transcript_texts(by_key: dict[str, Call]) -> tuple[dict[str, str], list[Any]
 def engine_alone(manifests: list[Any]) -> tuple[float, int]:
     """Wall seconds of one ``transcribe_batch`` over every chunk of the day, read into memory beforehand."""
     from asr_tasks.config import get_settings
-    from asr_tasks.pipeline import load_chunks, load_engine
-    from asr_tasks.storage import open_store
+    from asr_tasks.intake.stores import open_store
+    from asr_tasks.pipeline.transcribe import load_chunks, load_engine
 
     settings = get_settings()
     engine = load_engine(settings)  # the instance the DAG's transcription task loaded
-    items, _ = load_chunks(manifests, open_store(settings.storage), settings.storage.artefacts_bucket,
-                           settings.audio.sample_rate)
+    items, _ = load_chunks(manifests, open_store(settings.storage), settings.storage.artefacts_bucket)
     _, wall = timed(engine.transcribe_batch, items)
     return wall, len(items)
 
@@ -177,7 +179,7 @@ def engine_alone(manifests: list[Any]) -> tuple[float, int]:
 def packing_stats() -> dict[str, float]:
     """What packing did in the DAG's transcription tasks (they ran in this process): the fallbacks among them."""
     from asr_tasks.config import get_settings
-    from asr_tasks.pipeline import load_engine
+    from asr_tasks.pipeline.transcribe import load_engine
 
     return load_engine(get_settings()).packing_stats.as_dict()  # type: ignore[attr-defined]
 

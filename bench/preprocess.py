@@ -110,9 +110,10 @@ def long_call(base: Path, seconds: int, target: Path) -> None:
 def worker(store_root: str, work_dir: str) -> None:
     """Preprocess the day's one recording, as an Airflow worker would; print what it cost."""
     from asr_tasks.config import get_settings
+    from asr_tasks.intake.stores import LocalStore, get_json
     from asr_tasks.models import Preprocessed
-    from asr_tasks.pipeline import preprocess, sense
-    from asr_tasks.storage import LocalStore, get_json
+    from asr_tasks.pipeline.preprocess import preprocess
+    from asr_tasks.pipeline.sense import sense
 
     ledger_url = f"sqlite:///{Path(work_dir).parent / 'ledger.sqlite'}"  # throw-away, like the store
     settings = get_settings().override(store_root=store_root, work_dir=work_dir, ledger_url=ledger_url)
@@ -123,7 +124,7 @@ def worker(store_root: str, work_dir: str) -> None:
     wall = time.perf_counter() - t0
     if result.state != "preprocessed":
         raise SystemExit(f"{rec.key}: {result.state}: {result.reason}")
-    pre = Preprocessed.from_dict(get_json(store, settings.storage.artefacts_bucket, f"{result.artefact_prefix}/manifest.json"))
+    pre = Preprocessed.from_dict(get_json(store, settings.storage.artefacts_bucket, result.version.manifest))
     print(json.dumps({
         "audio_seconds": pre.duration,
         "wall_seconds": round(wall, 2),

@@ -30,8 +30,8 @@ from synthetic import parse_args, print_report
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from services import start_postgres  # noqa: E402
 
-from asr_tasks.ledger import Ledger  # noqa: E402
-from asr_tasks.progress import progress  # noqa: E402
+from asr_tasks.records.ledger import Ledger  # noqa: E402
+from asr_tasks.records.progress import progress  # noqa: E402
 
 QUICK = {"rows": 20_000}
 FILL = """

@@ -37,6 +37,7 @@ from asr_tasks.config import get_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from gate_corpus import labelled_set, outcomes, threshold_margins, transcribe_items  # noqa: E402
+
 QUICK = {"sentences": 1}
 
 

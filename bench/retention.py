@@ -28,6 +28,7 @@ from pathlib import Path
 from synthetic import parse_args, print_report
 
 from asr_tasks.config import PROJECT_ROOT, load_settings
+from asr_tasks.intake.demo_corpus import JFK
 from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
 
 QUICK = {"recordings": 20}
@@ -37,19 +38,21 @@ HELD = 5  # recordings of one customer under a hold
 
 def fill(root: Path, count: int) -> dict[str, str]:
     """A day of ``count`` recordings in a fresh store, index and ledger under ``root``; their ASR_* settings."""
-    from asr_tasks import quality
-    from asr_tasks.access_log import AccessLog
-    from asr_tasks.artefacts import version_prefix
-    from asr_tasks.holds import Holds
+    from asr_tasks.gate.reports import write_reports
     from asr_tasks.index.sqlite import SqliteIndex
-    from asr_tasks.ledger import Ledger
-    from asr_tasks.storage import LocalStore, put_json, sidecar_key
+    from asr_tasks.intake.artefacts import Artefacts
+    from asr_tasks.intake.days import sidecar_key
+    from asr_tasks.intake.stores import LocalStore, put_json
+    from asr_tasks.records.access_log import AccessLog
+    from asr_tasks.records.holds import Holds
+    from asr_tasks.records.ledger import Ledger
+    from asr_tasks.version import RecordingVersion
 
     env = {"ASR_STORE_ROOT": str(root / "store"), "ASR_INDEX_PATH": str(root / "index.sqlite"),
            "ASR_LEDGER_URL": f"sqlite:///{root / 'ledger.sqlite'}"}
     settings = load_settings(env=env)
     store, index, ledger = LocalStore(root / "store"), SqliteIndex(root / "index.sqlite"), Ledger(env["ASR_LEDGER_URL"])
-    audio = (PROJECT_ROOT / "tests" / "data" / "jfk.flac").read_bytes()  # in the repository: any clone has it
+    audio = JFK.read_bytes()  # the demo corpus's recording: any install has it
     recs, rows = [], []
     for n in range(count):
         key = f"calls/{DAY.replace('-', '/')}/call_{n:05d}.flac"
@@ -58,15 +61,15 @@ def fill(root: Path, count: int) -> dict[str, str]:
                         f"call_{n:05d}", DAY, agent_id=f"AG-{n % 20:03d}", customer_id=customer)
         store.put_bytes("recordings", key, audio)
         store.put_bytes("recordings", sidecar_key(key), json.dumps({"customer_id": customer}).encode())
-        prefix = version_prefix(DAY, rec.recording_id)
+        version = RecordingVersion.of(rec)
         segments = [Segment(rec.recording_id, s % 2, ("agent", "customer")[s % 2], 2.0 * s, 2.0 * s + 1.8,
                             f"sentence {s} of call {n}") for s in range(30)]
         transcript = Transcript(rec, 60.0, segments, "en", "m", "2", quality="pass")
-        for name in ("transcript.m.json", "gated.m.json"):
-            put_json(store, settings.storage.artefacts_bucket, f"{prefix}/{name}", transcript.to_dict())
-        put_json(store, settings.storage.artefacts_bucket, f"{prefix}/manifest.json", {"recording": rec.to_dict()})
+        for key in (version.transcript("m"), version.gated("m")):
+            put_json(store, settings.storage.artefacts_bucket, key, transcript.to_dict())
+        put_json(store, settings.storage.artefacts_bucket, version.manifest, {"recording": rec.to_dict()})
         for channel in (0, 1):
-            store.put_bytes(settings.storage.artefacts_bucket, f"{prefix}/ch{channel}.pcm", b"\0" * 32000)
+            store.put_bytes(settings.storage.artefacts_bucket, version.pcm(f"ch{channel}.pcm"), b"\0" * 32000)
         index.replace_recording(transcript)
         recs.append(rec)
         rows.append({"recording_id": rec.recording_id, "key": key, "call_date": DAY, "quality": "pass",
@@ -74,7 +77,7 @@ def fill(root: Path, count: int) -> dict[str, str]:
     ledger.sensed(recs, "m", "2")
     for rec in recs:
         ledger.advance(rec.recording_id, "indexed", stage="index", seconds=0.1, segments=30)
-    quality.write_reports(rows, store, settings.storage.artefacts_bucket, settings.quality, "m")
+    write_reports(rows, Artefacts(store, settings.storage.artefacts_bucket, "m"), settings.quality)
     Holds(ledger, AccessLog(ledger)).place("customer", "litigation (benchmark)", "bench", value="CU-HELD")
     return env
 
@@ -105,7 +108,7 @@ def main() -> None:
         dag_s = time.perf_counter() - started
         if proc.returncode != 0:
             raise SystemExit(proc.stderr[-3000:])
-        from asr_tasks.ledger import Ledger
+        from asr_tasks.records.ledger import Ledger
 
         states: dict[str, int] = {}
         for row in Ledger(asr_env["ASR_LEDGER_URL"]).rows():

@@ -35,8 +35,10 @@ from typing import Any, Callable
 from synthetic import parse_args
 
 from asr_tasks.config import PROJECT_ROOT, Settings
-from asr_tasks.index import Filters, TranscriptIndex, open_index
+from asr_tasks.index.backends import open_index
+from asr_tasks.index.base import TranscriptIndex
 from asr_tasks.index.elasticsearch import ElasticsearchIndex
+from asr_tasks.index.query import Filters
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
 

@@ -1,7 +1,7 @@
 """Whisper tokens per second of speech, per language, on real speech: what ``language_tokens_per_second`` must fit.
 
 Every VAD chunk of the test clips (Mandarin: tests/data/zh/; English:
-tests/data/jfk.flac and the shared faster-whisper clips when present, plus
+asr_tasks/intake/data/jfk.flac and the shared faster-whisper clips when present, plus
 espeak-ng calls) is decoded alone, unpacked, with a budget far above any real
 rate; the text's tokens (the model's own tokenizer, special tokens left out) are
 divided by the chunk's seconds. The budget a language needs is its highest rate
@@ -26,10 +26,13 @@ from typing import Any
 
 from synthetic import parse_args, print_report, synthesise
 
-from asr_tasks.audio import read_pcm
 from asr_tasks.config import PROJECT_ROOT, get_settings
-from asr_tasks.pipeline import load_engine, preprocess_local
-from asr_tasks.storage import recording_for_file
+from asr_tasks.intake.audio import read_pcm
+from asr_tasks.intake.days import recording_for_file
+from asr_tasks.intake.demo_corpus import JFK
+from asr_tasks.models import SAMPLE_RATE
+from asr_tasks.pipeline.preprocess import preprocess_local
+from asr_tasks.pipeline.transcribe import load_engine
 
 SHARED = PROJECT_ROOT.parent / "shared" / "audio"
 QUICK = {"clips": 1, "minutes": 0.25}
@@ -44,7 +47,7 @@ def rates(files: list[Path], language: str, work: Path) -> list[float]:
         (work / f"{language}{n}").mkdir()
         pre, pcm = preprocess_local(recording_for_file(path), path, work / f"{language}{n}", settings.audio)
         for chunk in pre.chunks:
-            audio = read_pcm(pcm[chunk.channel], settings.audio.sample_rate, chunk.start, chunk.end)
+            audio = read_pcm(pcm[chunk.channel], SAMPLE_RATE, chunk.start, chunk.end)
             text = " ".join(s.text for s in engine.transcribe(chunk, audio))
             if text.strip():
                 out.append(len(tokenizer.encode(text, add_special_tokens=False).ids) / (chunk.end - chunk.start))
@@ -66,7 +69,7 @@ def main() -> None:
         work = Path(tmp)
         zh = sorted((PROJECT_ROOT / "tests" / "data" / "zh").glob("*.wav"))[: args.clips]
         (work / "espeak").mkdir()
-        en = [PROJECT_ROOT / "tests" / "data" / "jfk.flac", *[SHARED / n for n in ("hotwords.mp3",)
+        en = [JFK, *[SHARED / n for n in ("hotwords.mp3",)
                                                                if (SHARED / n).is_file()]][: args.clips]
         en += [c.path for c in synthesise(work / "espeak", minutes=args.minutes)]
         report: dict[str, Any] = {"zh": summary(rates(zh, "zh", work)), "en": summary(rates(en, "en", work))}

@@ -28,19 +28,16 @@ from pathlib import Path
 from synthetic import parse_args
 
 from asr_tasks.config import get_settings
-from asr_tasks.corpus import write_demo_corpus
 from asr_tasks.index.sqlite import SqliteIndex
+from asr_tasks.intake.demo_corpus import write_demo_corpus
+from asr_tasks.intake.stores import LocalStore, get_json
 from asr_tasks.models import Preprocessed
-from asr_tasks.pipeline import (
-    gate_shard,
-    index_results,
-    load_engine,
-    preprocess,
-    preprocessed_prefixes,
-    sense,
-    transcribe_shard,
-)
-from asr_tasks.storage import LocalStore, get_json
+from asr_tasks.pipeline.gate import gate_shard
+from asr_tasks.pipeline.index import index_results
+from asr_tasks.pipeline.preprocess import preprocess
+from asr_tasks.pipeline.results import preprocessed
+from asr_tasks.pipeline.sense import sense
+from asr_tasks.pipeline.transcribe import load_engine, transcribe_shard
 
 DAY = date(2026, 11, 27)
 QUICK = {"recordings": 3}
@@ -65,7 +62,7 @@ def main() -> None:
         t_pre = time.perf_counter() - t0
         kept = [r for r in results if r.state == "preprocessed"]
         manifests = [
-            Preprocessed.from_dict(get_json(store, settings.storage.artefacts_bucket, f"{r.artefact_prefix}/manifest.json"))
+            Preprocessed.from_dict(get_json(store, settings.storage.artefacts_bucket, r.version.manifest))
             for r in kept
         ]
         audio = sum(m.duration for m in manifests)
@@ -76,7 +73,7 @@ def main() -> None:
         load_engine(settings)
         t_load = time.perf_counter() - t0
         t0 = time.perf_counter()
-        transcribe_shard(preprocessed_prefixes(results), store, settings)
+        transcribe_shard(preprocessed(results), store, settings)
         t_asr = time.perf_counter() - t0
 
         t0 = time.perf_counter()

@@ -39,14 +39,15 @@ def qa_audit_nightly() -> None:
     @task
     def audit_days(triggering_asset_events: Any = None, ds: str | None = None) -> list[dict[str, Any]]:
         """Evaluate every rule over each triggering day's transcripts; store findings and reports."""
-        from asr_tasks.audit import load_rules, run_audit
-        from asr_tasks.index import open_index
+        from asr_tasks.audit.rules import load_rules
+        from asr_tasks.audit.reports import run_audit
+        from asr_tasks.index.backends import open_index
 
         events = triggering_asset_events[TRANSCRIPTS] if triggering_asset_events else []
         days = sorted({e.extra["call_date"] for e in events if e.extra and "call_date" in e.extra})
         if not days and ds:
             days = [ds]
-        rules = load_rules(settings.quality.path("qa_rules_dir"))
+        rules = load_rules(settings.audit.path("qa_rules_dir"))
         index, store = open_index(settings.index), task_store(settings.storage)
         return [run_audit(day, rules, index, store, settings).summary() for day in days]
 

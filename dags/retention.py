@@ -40,10 +40,10 @@ def retention() -> None:
     @task
     def erase_expired(ds: str | None = None) -> dict[str, Any]:
         """Erase what expired by the logical date; returns how many were erased, held and finished."""
-        from asr_tasks.access_log import AccessLog
-        from asr_tasks.index import open_index
-        from asr_tasks.ledger import open_ledger
-        from asr_tasks.retention import run_retention
+        from asr_tasks.records.access_log import AccessLog
+        from asr_tasks.index.backends import open_index
+        from asr_tasks.records.ledger import open_ledger
+        from asr_tasks.records.retention import run_retention
 
         ledger = open_ledger(settings.ledger)
         return run_retention(settings, date.fromisoformat(str(ds)), ledger, task_store(settings.storage),

@@ -62,7 +62,7 @@ def transcribe_daily() -> None:
     @task
     def sense(ds: str | None = None) -> list[dict[str, Any]]:
         """The logical date's recordings, each with its version-specific id."""
-        from asr_tasks.pipeline import sense as sense_day
+        from asr_tasks.pipeline.sense import sense as sense_day
 
         return [r.to_dict() for r in sense_day(task_store(settings.storage), settings, date.fromisoformat(ds))]
 
@@ -70,7 +70,7 @@ def transcribe_daily() -> None:
     def plan_shards(recordings: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
         """Shards of recordings (by count and bytes): each is one preprocessing and one transcription task."""
         from asr_tasks.models import Recording
-        from asr_tasks.pipeline import plan_shards as plan
+        from asr_tasks.pipeline.sense import plan_shards as plan
 
         shards = plan([Recording.from_dict(r) for r in recordings], settings.airflow)
         return [[r.to_dict() for r in shard] for shard in shards]
@@ -79,7 +79,8 @@ def transcribe_daily() -> None:
     def preprocess(shard: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Probe, decode per channel, VAD-cut the shard's recordings; bad input is quarantined, not raised."""
         from asr_tasks.models import Recording
-        from asr_tasks.pipeline import preprocess_shard, to_xcom
+        from asr_tasks.pipeline.preprocess import preprocess_shard
+        from asr_tasks.pipeline.results import to_xcom
 
         _name_shard(shard)
         return to_xcom(preprocess_shard([Recording.from_dict(r) for r in shard], task_store(settings.storage), settings))
@@ -87,15 +88,17 @@ def transcribe_daily() -> None:
     @task(pool=settings.airflow.gpu_pool, queue=settings.airflow.gpu_queue, map_index_template="{{ shard_name }}")
     def transcribe(results: list[dict[str, Any]]) -> dict[str, float]:
         """One loaded model over the whole shard: a raw transcript per recording."""
-        from asr_tasks.pipeline import from_xcom, preprocessed_prefixes, transcribe_shard
+        from asr_tasks.pipeline.results import from_xcom, preprocessed
+        from asr_tasks.pipeline.transcribe import transcribe_shard
 
         _name_shard(results)
-        return transcribe_shard(preprocessed_prefixes(from_xcom(results)), task_store(settings.storage), settings)
+        return transcribe_shard(preprocessed(from_xcom(results)), task_store(settings.storage), settings)
 
     @task(map_index_template="{{ shard_name }}")
     def gate(results: list[dict[str, Any]]) -> dict[str, Any]:
         """The quality gate over the shard's raw transcripts: a gated transcript per recording, for the index."""
-        from asr_tasks.pipeline import from_xcom, gate_shard
+        from asr_tasks.pipeline.gate import gate_shard
+        from asr_tasks.pipeline.results import from_xcom
 
         _name_shard(results)
         return {"results": results, "gated": gate_shard(from_xcom(results), task_store(settings.storage), settings)}
@@ -114,8 +117,9 @@ def transcribe_daily() -> None:
 
         The Asset event names the call date, so the QA audit knows which day is ready.
         """
-        from asr_tasks.index import open_index
-        from asr_tasks.pipeline import from_xcom, index_results
+        from asr_tasks.index.backends import open_index
+        from asr_tasks.pipeline.index import index_results
+        from asr_tasks.pipeline.results import from_xcom
 
         rows = [row for shard in _shard_values(shards) for row in shard["results"]]
         counts = index_results(from_xcom(rows), task_store(settings.storage), open_index(settings.index), settings)

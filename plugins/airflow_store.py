@@ -1,6 +1,6 @@
 """The object store as Airflow tasks open it: MinIO's endpoint and keys from the Airflow connection ``minio_conn_id``.
 
-The library (``asr_tasks.storage``) takes its MinIO settings from ``minio_*`` /
+The library (``asr_tasks.intake.stores``) takes its MinIO settings from ``minio_*`` /
 ``ASR_MINIO_*`` and knows nothing of Airflow; inside a task, the connection wins
 when it exists (its host ``host:port`` or ``https://host:port``, login and
 password as the keys, extra ``{"secure": ..., "ca_bundle": ..., "region": ...}``).
@@ -9,11 +9,34 @@ password as the keys, extra ``{"secure": ..., "ca_bundle": ..., "region": ...}``
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from asr_tasks.config import StorageSettings
-from asr_tasks.storage import MinioConfig, ObjectStore, open_store
+from asr_tasks.intake.stores import MinioConfig, ObjectStore, open_store, public_fields, split_endpoint
 
 log = logging.getLogger(__name__)
+
+
+def config_from_connection(conn: Any, public_url: str | None = None) -> MinioConfig:
+    """From an Airflow connection: host[:port] (or a URL), login, password, extra secure/ca_bundle/region/
+    public_url (else ``public_url``: the settings' ``minio_public_url``)."""
+    extra = dict(conn.extra_dejson or {})
+    host = conn.host or extra.get("endpoint_url") or ""
+    if not host:
+        raise ValueError(f"Airflow connection {conn.conn_id!r}: no host (the MinIO endpoint)")
+    default_secure = extra.get("secure", True)
+    endpoint, secure = split_endpoint(host, str(default_secure).lower() not in {"false", "0", "no", "off"})
+    if conn.port and ":" not in endpoint:
+        endpoint = f"{endpoint}:{conn.port}"
+    return MinioConfig(
+        endpoint=endpoint,
+        access_key=conn.login or "",
+        secret_key=conn.password or "",
+        secure=secure,
+        ca_bundle=extra.get("ca_bundle") or None,
+        region=extra.get("region") or extra.get("region_name") or None,
+        **public_fields(extra.get("public_url") or public_url),
+    )
 
 
 def connection_minio_config(settings: StorageSettings) -> MinioConfig | None:
@@ -28,7 +51,7 @@ def connection_minio_config(settings: StorageSettings) -> MinioConfig | None:
     except AirflowNotFoundException:
         log.info("no Airflow connection %r; MinIO settings come from minio_* / ASR_MINIO_*", settings.minio_conn_id)
         return None
-    return MinioConfig.from_connection(conn, settings.minio_public_url)
+    return config_from_connection(conn, settings.minio_public_url)
 
 
 def task_store(settings: StorageSettings) -> ObjectStore:

@@ -36,7 +36,7 @@ class RecordingsReadySensor(BaseSensorOperator):
         from airflow_store import task_store
 
         from asr_tasks.config import get_settings
-        from asr_tasks.storage import recordings_ready
+        from asr_tasks.intake.days import recordings_ready
 
         settings = get_settings()
         readiness = recordings_ready(task_store(settings.storage), settings.storage, date.fromisoformat(self.day))

@@ -4,7 +4,7 @@ Airflow mounts a plugin's FastAPI app as it is and authenticates none of its
 routes, so the app is built with Airflow's own "authenticated user" dependency
 on every route: the browser's Airflow session cookie (or a bearer token) opens
 it, anything else gets 401. Each route then asks Airflow's auth manager for its
-own permission on the ``Call recordings`` resource (``asr_tasks/permissions.py``):
+own permission on the ``Call recordings`` resource (``asr_tasks/records/permissions.py``):
 a signed-in user without it gets 403.
 
 Every Airflow component loads the plugins folder (scheduler, DAG processor,
@@ -40,7 +40,7 @@ def airflow_permission(permission: str) -> Callable[..., str]:
     from airflow.api_fastapi.core_api.security import get_user
     from fastapi import Depends, HTTPException
 
-    from asr_tasks.permissions import PERMISSIONS, RESOURCE
+    from asr_tasks.records.permissions import PERMISSIONS, RESOURCE
 
     wanted = PERMISSIONS[permission]
     signed_in = Depends(get_user)  # a default, not an annotation: this module's annotations stay strings
@@ -58,7 +58,7 @@ def build_search_app() -> Any:
     from airflow.api_fastapi.core_api.security import requires_authenticated
     from fastapi import Depends
 
-    from asr_tasks.webui import create_app
+    from asr_tasks.web.app import create_app
 
     return create_app(dependencies=[Depends(requires_authenticated())], authorize=airflow_permission)
 
@@ -76,7 +76,7 @@ def permission_views() -> list[dict[str, Any]]:
     except ImportError:  # no FAB provider: Airflow's own auth manager needs no declared resources
         return []
 
-    from asr_tasks.permissions import PERMISSIONS, RESOURCE
+    from asr_tasks.records.permissions import PERMISSIONS, RESOURCE
 
     class CallRecordingsView(BaseView):  # type: ignore[misc]
         route_base = "/call-recordings"

@@ -11,7 +11,8 @@ import pytest
 import services
 
 from asr_tasks.config import PROJECT_ROOT, IndexSettings, Settings
-from asr_tasks.model_assets import install_whisper_base
+from asr_tasks.intake.demo_corpus import JFK
+from asr_tasks.transcription.model_assets import install_whisper_base
 
 T = TypeVar("T")
 
@@ -36,7 +37,7 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def jfk() -> Path:
-    return DATA / "jfk.flac"
+    return JFK
 
 
 @dataclasses.dataclass(frozen=True)

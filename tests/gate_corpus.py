@@ -11,20 +11,20 @@ recording without speech). The tests calibrate the gate on it;
 from __future__ import annotations
 
 import dataclasses
-import json
 import random
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from asr_tasks import quality
-from asr_tasks.audio import read_pcm
 from asr_tasks.config import Settings
-from asr_tasks.models import Transcript
-from asr_tasks.pipeline import build_transcript, load_engine, preprocess_local, transcribe_group
-from asr_tasks.postprocess import hotword_terms
-from asr_tasks.storage import recording_for_file
+from asr_tasks.gate.checks import RECORDING_SUITE, SEGMENT_SUITE, read_suite, recording_table, segment_table, validate
+from asr_tasks.intake.audio import read_pcm
+from asr_tasks.intake.days import recording_for_file
+from asr_tasks.models import SAMPLE_RATE, Transcript
+from asr_tasks.pipeline.preprocess import preprocess_local
+from asr_tasks.pipeline.transcribe import build_transcript, load_engine, transcribe_group
+from asr_tasks.text.postprocess import hotword_terms
 
 # What call centre agents and customers say (the first twelve sentences of bench/synthetic.py).
 SENTENCES = (
@@ -109,7 +109,7 @@ def transcribe_items(items: list[Item], work: Path, settings: Settings) -> list[
     for n, item in enumerate(items):
         pre, pcm = preprocess_local(recording_for_file(item.path), item.path, work / f"work{n}", settings.audio)
         pres.append(pre)
-        audio.append([(c, read_pcm(pcm[c.channel], settings.audio.sample_rate, c.start, c.end)) for c in pre.chunks])
+        audio.append([(c, read_pcm(pcm[c.channel], SAMPLE_RATE, c.start, c.end)) for c in pre.chunks])
     owners = [n for n, chunks in enumerate(audio) for _ in chunks]
     segments = transcribe_group(engine, [x for chunks in audio for x in chunks], owners, len(items))
     return [build_transcript(pre, segs, engine.model_name, settings, gate=False) for pre, segs in zip(pres, segments)]
@@ -122,7 +122,7 @@ def outcomes(items: list[Item], transcripts: list[Transcript], settings: Setting
     labelled += [(f"{item.name}+{fault}", False, bad) for item, t in zip(items, transcripts) if item.clean and t.segments
                  for fault, bad in planted(t)]
     terms = tuple(hotword_terms(settings.postprocess))
-    reports = quality.validate([t for _, _, t in labelled], settings.quality, terms, settings.asr.language)
+    reports = validate([t for _, _, t in labelled], settings.quality, terms, settings.asr.language)
     return [(name, clean, [*report.failures, *(["no_speech_or_text"] if t.reason else [])])
             for (name, clean, t), report in zip(labelled, reports)]
 
@@ -149,13 +149,13 @@ def threshold_margins(items: list[Item], transcripts: list[Transcript], settings
     closest to passing (a margin is positive inside the passing range).
     A change that moves either to the edge shows here before it flips a test.
     """
-    segments = quality.segment_table(transcripts, tuple(hotword_terms(settings.postprocess)))
-    recordings = quality.recording_table(transcripts)
+    segments = segment_table(transcripts, tuple(hotword_terms(settings.postprocess)))
+    recordings = recording_table(transcripts)
     clean = {t.recording.recording_id: (item.name, item.clean) for item, t in zip(items, transcripts)}
     folder = settings.quality.path("expectations_dir")
     report = []
-    for suite, table in ((quality.SEGMENT_SUITE, segments), (quality.RECORDING_SUITE, recordings)):
-        for exp in json.loads((folder / suite).read_text(encoding="utf-8"))["expectations"]:
+    for suite, table in ((SEGMENT_SUITE, segments), (RECORDING_SUITE, recordings)):
+        for exp in read_suite(folder / suite)["expectations"]:
             kwargs = exp["kwargs"]
             if exp["type"] != "expect_column_values_to_be_between":
                 continue

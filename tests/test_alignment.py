@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asr_tasks.engines.alignment import dynamic_time_warping, median_filter
+from asr_tasks.transcription.alignment import dynamic_time_warping, median_filter
 
 
 def test_median_filter_smooths_along_time_with_mirrored_edges() -> None:

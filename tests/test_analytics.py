@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from asr_tasks.analytics import analyse, gaps, intersect, interruptions, merge, total
 from asr_tasks.config import Settings
+from asr_tasks.intake.days import recording_for_file
 from asr_tasks.models import Segment
-from asr_tasks.storage import recording_for_file
+from asr_tasks.text.analytics import analyse, gaps, interruptions, intersect, merge, total
 
 RATE = 16000
 # (speaker, second it starts at, what is said): the customer cuts in on the agent's second turn.
@@ -70,7 +70,7 @@ def test_spans_arithmetic() -> None:
 
 def test_analytics_match_the_constructed_call(call: tuple[Path, dict[str, list[tuple[float, float]]], float],
                                               settings: Settings, tmp_path: Path) -> None:
-    from asr_tasks.pipeline import preprocess_local
+    from asr_tasks.pipeline.preprocess import preprocess_local
 
     path, truth, duration = call
     pre, _ = preprocess_local(recording_for_file(path), path, tmp_path, settings.audio)

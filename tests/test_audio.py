@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from asr_tasks.audio import (
+from asr_tasks.config import AudioSettings
+from asr_tasks.intake.audio import (
     AudioInfo,
     InvalidAudio,
     decode,
@@ -19,7 +20,6 @@ from asr_tasks.audio import (
     probe,
     read_pcm,
 )
-from asr_tasks.config import AudioSettings
 
 DATA = Path(__file__).parent / "data"
 SR = 16000

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 
 from asr_tasks import PIPELINE_VERSION
-from asr_tasks.audit import RuleError, audit, load_rules, normalise, report_csv, run_audit
+from asr_tasks.audit.reports import report_csv, run_audit
+from asr_tasks.audit.rules import RuleError, audit, load_rules, normalise
 from asr_tasks.config import PROJECT_ROOT, Settings
-from asr_tasks.engines import model_tag
 from asr_tasks.index.sqlite import SqliteIndex
-from asr_tasks.ledger import open_ledger
+from asr_tasks.intake.stores import LocalStore, put_json
 from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
-from asr_tasks.pii import load_policy
-from asr_tasks.pipeline import artefact_prefix, gated_key
-from asr_tasks.storage import LocalStore, put_json
+from asr_tasks.records.ledger import open_ledger
+from asr_tasks.text.pii import load_policy
+from asr_tasks.version import RecordingVersion, model_tag
 
 RULES = PROJECT_ROOT / "include" / "qa_rules"
 POLICY = load_policy(PROJECT_ROOT / "include" / "pii")
@@ -124,7 +124,7 @@ def _record_day(settings: Settings) -> SqliteIndex:
     index = SqliteIndex(settings.index.path("index_path"))
     ledger.sensed([t.recording for t in CALLS], model_tag(settings.asr), PIPELINE_VERSION)
     for t in CALLS:
-        put_json(store, settings.storage.artefacts_bucket, gated_key(artefact_prefix(t.recording), settings), t.to_dict())
+        put_json(store, settings.storage.artefacts_bucket, RecordingVersion.of(t.recording).gated(model_tag(settings.asr)), t.to_dict())
         index.replace_recording(t)
         ledger.advance(t.recording.recording_id, t.state, stage="index", seconds=0.1)
     return index

@@ -19,7 +19,7 @@ import yaml
 from sqlalchemy.engine import make_url
 
 from asr_tasks.config import PROJECT_ROOT, SECTION_OF, Settings, load_settings
-from asr_tasks.engines import model_tag
+from asr_tasks.version import model_tag
 
 COMPOSE_FILE = PROJECT_ROOT / "docker-compose.yaml"
 ENV_EXAMPLE = PROJECT_ROOT / ".env.example"

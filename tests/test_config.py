@@ -18,7 +18,6 @@ def write_yaml(tmp_path: Path, text: str, name: str = "config.yaml") -> Path:
 
 def test_defaults() -> None:
     s = Settings()
-    assert s.audio.sample_rate == 16000
     assert s.audio.chunk_max_seconds == 30.0
     assert s.audio.loudness_normalize is True
     assert s.asr.language is None
@@ -59,7 +58,7 @@ def test_yaml_overrides_defaults(tmp_path: Path) -> None:
     assert s.asr.beam_size == 2
     assert s.audio.channel_speakers == {"0": "rep", "1": "caller"}
     # untouched fields keep their defaults
-    assert s.audio.sample_rate == Settings().audio.sample_rate
+    assert s.audio.vad_threshold == Settings().audio.vad_threshold
     assert s.asr.engine == Settings().asr.engine
 
 
@@ -263,3 +262,28 @@ def test_each_section_holds_only_its_own_keys() -> None:
     keys = [f.name for cls in SECTIONS.values() for f in dataclasses.fields(cls)]
     assert len(keys) == len(set(keys)) == len(SECTION_OF)
     assert set(Settings().as_dict()) == set(SECTIONS)
+
+
+def test_a_moved_setting_fails_at_load_and_names_its_new_place(tmp_path: Path) -> None:
+    """A file written for the earlier layout is refused with the key's new section, not silently half-read."""
+    for old, new in (("quality:\n  search_url: https://asr.intranet/\n", "quality.search_url is now web.search_url"),
+                     ("quality:\n  qa_rules_dir: rules\n", "quality.qa_rules_dir is now audit.qa_rules_dir")):
+        with pytest.raises(ConfigError, match=new.replace(".", r"\.")):
+            load_settings(config_file=write_yaml(tmp_path, old), env={})
+    s = load_settings(config_file=write_yaml(tmp_path, "web:\n  search_url: https://asr.intranet/\n"),
+                      env={"ASR_QA_RULES_DIR": "rules"})
+    assert s.web.search_url == "https://asr.intranet/" and s.audit.qa_rules_dir == "rules"
+
+
+def test_the_sample_rate_is_no_setting_and_saying_one_fails() -> None:
+    """16 kHz is what the VAD and the models take: a configured rate would be a promise the code cannot keep."""
+    with pytest.raises(ConfigError, match="ASR_SAMPLE_RATE is no setting any more: audio is always decoded to 16 kHz"):
+        load_settings(env={"ASR_SAMPLE_RATE": "8000"})
+
+
+def test_per_language_token_rates_are_numbers(tmp_path: Path) -> None:
+    s = load_settings(config_file=write_yaml(tmp_path, "language_tokens_per_second: {zh: 14}\n"),
+                      env={"ASR_MAX_TOKENS_PER_SECOND": "9"})
+    assert s.asr.language_tokens_per_second == {"zh": 14.0}
+    with pytest.raises(ConfigError, match="language_tokens_per_second"):
+        load_settings(config_file=write_yaml(tmp_path, "language_tokens_per_second: {zh: fast}\n"), env={})

@@ -24,9 +24,11 @@ import pytest
 from random_models import build_qwen3_aligner, build_qwen3_asr, build_whisper
 
 from asr_tasks.config import AsrSettings, Settings
-from asr_tasks.engines import EngineOutOfMemory, ModelError, get_engine, is_out_of_memory, run_with_backoff
-from asr_tasks.engines.devices import DeviceBusy, acquire_device, device_slots
-from asr_tasks.engines.packing import (
+from asr_tasks.models import AudioChunk
+from asr_tasks.transcription.devices import DeviceBusy, acquire_device, device_slots
+from asr_tasks.transcription.engine import EngineOutOfMemory, ModelError, is_out_of_memory, run_with_backoff
+from asr_tasks.transcription.engines import get_engine
+from asr_tasks.transcription.packing import (
     Decoded,
     PackingStats,
     Slot,
@@ -40,7 +42,6 @@ from asr_tasks.engines.packing import (
     window_audio,
     words_to_segments,
 )
-from asr_tasks.models import AudioChunk
 
 SR = 16000
 
@@ -245,7 +246,7 @@ def test_qwen3_asr_engine_batches_by_length_and_keeps_order(settings: Settings, 
 
 def test_qwen3_asr_words_get_their_times_from_the_forced_aligner(settings: Settings, tiny_qwen: Path,
                                                                  tiny_aligner: Path) -> None:
-    from asr_tasks.engines.transformers import Qwen3ForcedAligner
+    from asr_tasks.transcription.qwen3_asr import Qwen3ForcedAligner
 
     items = noise_items([2.2, 7.5, 0.4, 4.1, 3.3])
     base = transformers_settings(settings, tiny_qwen, "qwen3_asr", language="en", aligner_dir=str(tiny_aligner))
@@ -270,7 +271,7 @@ def test_qwen3_asr_words_get_their_times_from_the_forced_aligner(settings: Setti
 
 
 def test_aligned_words_are_spelled_and_clipped_onto_the_chunk() -> None:
-    from asr_tasks.engines.transformers import spoken_words
+    from asr_tasks.transcription.qwen3_asr import spoken_words
 
     chunk = AudioChunk("r1", 0, "agent", "k", 10.0, 12.0)
     assert [(w.text, w.start, w.end) for w in spoken_words(chunk, [("您", 0.1, 0.2), ("card", 1.5, 9.0)])] == [
@@ -440,16 +441,12 @@ def test_shard_batches_its_recordings_and_keeps_per_recording_checkpoints(
 ) -> None:
     from datetime import date
 
-    from asr_tasks.models import Transcript
-    from asr_tasks.pipeline import (
-        load_engine,
-        preprocess,
-        preprocessed_prefixes,
-        sense,
-        transcribe_shard,
-        transcript_key,
-    )
-    from asr_tasks.storage import LocalStore, get_json
+    from asr_tasks.intake.artefacts import Artefacts
+    from asr_tasks.intake.stores import LocalStore
+    from asr_tasks.pipeline.preprocess import preprocess
+    from asr_tasks.pipeline.results import preprocessed
+    from asr_tasks.pipeline.sense import sense
+    from asr_tasks.pipeline.transcribe import load_engine, transcribe_shard
 
     store = LocalStore(settings.storage.path("store_root"))
     names = ["weather", "invoice", "violin"]
@@ -463,10 +460,11 @@ def test_shard_batches_its_recordings_and_keeps_per_recording_checkpoints(
             wav.writeframes((np.pad(audio, (SR // 2, SR // 2)) * 32767).astype("<i2").tobytes())
         store.put_file(settings.storage.recordings_bucket, f"calls/2026/11/27/{name}.wav", path)
     results = [preprocess(r, store, settings) for r in sense(store, settings, date(2026, 11, 27))]
-    shard = preprocessed_prefixes(results)
-    by_name = {r.key.rsplit("/", 1)[-1][:-4]: r.artefact_prefix for r in results}
+    shard = preprocessed(results)
+    by_name = {r.key.rsplit("/", 1)[-1][:-4]: r.version for r in results}
+    artefacts = Artefacts.of(store, settings)
     assert transcribe_shard([by_name["weather"]], store, settings)["recordings"] == 1
-    first = settings.storage.path("store_root") / settings.storage.artefacts_bucket / transcript_key(by_name["weather"], settings)
+    first = settings.storage.path("store_root") / settings.storage.artefacts_bucket / by_name["weather"].transcript(artefacts.model)
     stamp = first.stat().st_mtime_ns
 
     engine = load_engine(settings)
@@ -476,8 +474,7 @@ def test_shard_batches_its_recordings_and_keeps_per_recording_checkpoints(
     assert transcribe_shard(shard, store, settings)["recordings"] == 2  # the weather call is checkpointed
     assert first.stat().st_mtime_ns == stamp and calls == [2]  # one engine call for both remaining recordings
     for name in names:
-        transcript = Transcript.from_dict(get_json(store, settings.storage.artefacts_bucket,
-                                                   transcript_key(by_name[name], settings)))
+        transcript = artefacts.transcript(by_name[name])
         said = words(" ".join(s.text for s in transcript.segments))
         assert {"weather": "paris", "invoice": "invoice", "violin": "violin"}[name] in said
         assert not said & ({"paris", "invoice", "violin"} - {"paris" if name == "weather" else name})
@@ -488,7 +485,7 @@ def test_shard_batches_its_recordings_and_keeps_per_recording_checkpoints(
 HOLD = """
 import dataclasses, sys, time
 from asr_tasks.config import AsrSettings, Settings
-from asr_tasks.engines.devices import acquire_device
+from asr_tasks.transcription.devices import acquire_device
 lease = acquire_device(Settings().override(device="cuda", gpu_count=2, device_lock_dir=sys.argv[1]).asr)
 print(lease.torch_device, flush=True)
 time.sleep(60)

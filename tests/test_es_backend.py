@@ -24,9 +24,10 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 
 from asr_tasks.config import Settings
-from asr_tasks.index import Filters, open_index
-from asr_tasks.index.elasticsearch import ElasticsearchIndex, ElasticsearchIndexError, key_id, load_template
-from asr_tasks.index.query import decode_cursor, encode_cursor
+from asr_tasks.index.backends import open_index
+from asr_tasks.index.elasticsearch import ElasticsearchIndex, ElasticsearchIndexError, key_id
+from asr_tasks.index.es_node import load_template
+from asr_tasks.index.query import Filters, decode_cursor, encode_cursor
 from asr_tasks.models import Quarantine, Recording, Segment, Transcript, recording_id_for
 
 pytestmark = pytest.mark.elasticsearch

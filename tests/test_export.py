@@ -11,8 +11,8 @@ import tracemalloc
 from pathlib import Path
 
 from asr_tasks.config import Settings
-from asr_tasks.export import export
-from asr_tasks.index import Filters
+from asr_tasks.index.export import export
+from asr_tasks.index.query import Filters
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
 

@@ -13,6 +13,7 @@ from gate_corpus import SENTENCES, labelled_set, outcomes, transcribe_items
 
 from asr_tasks.config import Settings
 
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> list[tuple[str, bool, list[str]]]:
     folder = tmp_path_factory.mktemp("gate-corpus")

@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 from test_dag import BIN, airflow_env, run
 
-from asr_tasks.audio import InvalidAudio, _run, command_timeout
 from asr_tasks.config import Settings
-from asr_tasks.ledger import open_ledger
-from asr_tasks.models import QUARANTINED
-from asr_tasks.pipeline import preprocess, recording_fault, sense
-from asr_tasks.storage import LocalStore
+from asr_tasks.intake.audio import InvalidAudio, _run, command_timeout
+from asr_tasks.intake.stores import LocalStore
+from asr_tasks.pipeline.preprocess import preprocess, recording_fault
+from asr_tasks.pipeline.sense import sense
+from asr_tasks.records.ledger import open_ledger
+from asr_tasks.states import RecordingState
 
 DAY = "2026-11-27"
 PREFIX = "calls/2026/11/27/"
@@ -60,45 +61,45 @@ def build_corpus(folder: Path, jfk: Path) -> dict[str, tuple[str, str]]:
         return folder / name
 
     ffmpeg("-i", str(jfk), "-c:a", "aac", "-f", "adts", str(made(VICTIM, TRANSCRIBED)))
-    made("hls_playlist.wav", QUARANTINED, r"refused: an HLS playlist is not a call recording").write_text(
+    made("hls_playlist.wav", RecordingState.QUARANTINED, r"refused: an HLS playlist is not a call recording").write_text(
         f"#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:11\n#EXTINF:11.0,\n{VICTIM}\n#EXT-X-ENDLIST\n")
-    made("live_playlist.mp3", QUARANTINED, r"refused: an HLS playlist").write_text(
+    made("live_playlist.mp3", RecordingState.QUARANTINED, r"refused: an HLS playlist").write_text(
         f"#EXTM3U\n#EXT-X-TARGETDURATION:11\n#EXTINF:11.0,\n{VICTIM}\n")  # no end: a live stream that never ends
-    made("concat_list.wav", QUARANTINED, r"refused: an ffconcat list is not a call recording").write_text(
+    made("concat_list.wav", RecordingState.QUARANTINED, r"refused: an ffconcat list is not a call recording").write_text(
         f"ffconcat version 1.0\nfile '{VICTIM}'\nfile '{VICTIM}'\n")
-    made("channels_65535.wav", QUARANTINED, r"implausible header: 65535 channels > max_channels 8").write_bytes(
+    made("channels_65535.wav", RecordingState.QUARANTINED, r"implausible header: 65535 channels > max_channels 8").write_bytes(
         wav_header(65535, 8000, data_size=65535 * 2 * 100) + bytes(65535 * 2 * 100))
-    made("nine_channels.wav", QUARANTINED, r"implausible header: 9 channels > max_channels 8").write_bytes(
+    made("nine_channels.wav", RecordingState.QUARANTINED, r"implausible header: 9 channels > max_channels 8").write_bytes(
         wav_header(9, 8000, data_size=9 * 2 * 8000) + bytes(9 * 2 * 8000))
-    made("rate_4ghz.wav", QUARANTINED, r"implausible header: sample rate 4000000000 Hz").write_bytes(
+    made("rate_4ghz.wav", RecordingState.QUARANTINED, r"implausible header: sample rate 4000000000 Hz").write_bytes(
         wav_header(1, 4_000_000_000, data_size=16000) + bytes(16000))
-    made("declares_an_hour.wav", QUARANTINED, r"truncated: the WAV header declares 3600\.0 s").write_bytes(
+    made("declares_an_hour.wav", RecordingState.QUARANTINED, r"truncated: the WAV header declares 3600\.0 s").write_bytes(
         wav_header(1, 8000, data_size=8000 * 2 * 3600) + bytes(8000 * 2))
-    made("header_only.wav", QUARANTINED, r"not a decodable media file").write_bytes(b"RIFF\x24\x00\x00\x00WAVE")
-    made("empty.wav", QUARANTINED, r"empty file \(0 bytes\)").write_bytes(b"")
-    made("notes.wav", QUARANTINED, r"not a decodable media file").write_text("call notes, not audio\n" * 40)
-    made("page.html", QUARANTINED, r"not a decodable media file").write_text(
+    made("header_only.wav", RecordingState.QUARANTINED, r"not a decodable media file").write_bytes(b"RIFF\x24\x00\x00\x00WAVE")
+    made("empty.wav", RecordingState.QUARANTINED, r"empty file \(0 bytes\)").write_bytes(b"")
+    made("notes.wav", RecordingState.QUARANTINED, r"not a decodable media file").write_text("call notes, not audio\n" * 40)
+    made("page.html", RecordingState.QUARANTINED, r"not a decodable media file").write_text(
         "<html><body><script>alert(document.cookie)</script></body></html>\n" * 10)
-    made("drawing.svg", QUARANTINED, r"not a decodable media file|no audio stream").write_text(
+    made("drawing.svg", RecordingState.QUARANTINED, r"not a decodable media file|no audio stream").write_text(
         '<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"><rect width="9" height="9"/></svg>\n' * 10)
     ffmpeg("-f", "lavfi", "-i", "color=c=red:s=16x16:d=1", "-frames:v", "1", "-f", "image2", "-c:v", "png",
-           str(made("picture.wav", QUARANTINED, r"no audio stream: the file holds video")))
+           str(made("picture.wav", RecordingState.QUARANTINED, r"no audio stream: the file holds video")))
     ffmpeg("-f", "lavfi", "-i", "color=c=blue:s=32x32:d=2", "-c:v", "mpeg4",
-           str(made("video_only.mp4", QUARANTINED, r"no audio stream: the file holds video")))
+           str(made("video_only.mp4", RecordingState.QUARANTINED, r"no audio stream: the file holds video")))
     subtitles = folder / ".subs.srt"
     subtitles.write_text("1\n00:00:00,000 --> 00:00:01,000\nhello\n")
     ffmpeg("-i", str(subtitles), "-c:s", "srt", "-f", "matroska",
-           str(made("subtitles_only.mkv", QUARANTINED, r"no audio stream: the file holds subtitle")))
+           str(made("subtitles_only.mkv", RecordingState.QUARANTINED, r"no audio stream: the file holds subtitle")))
     long_flac = folder / ".long.flac"
     ffmpeg("-stream_loop", "3", "-i", str(speech), "-ar", "16000", str(long_flac))
     data = long_flac.read_bytes()
-    made("truncated.flac", QUARANTINED, r"truncated or corrupt").write_bytes(data[: len(data) // 3])
+    made("truncated.flac", RecordingState.QUARANTINED, r"truncated or corrupt").write_bytes(data[: len(data) // 3])
     m4a = folder / ".call.m4a"
     ffmpeg("-i", str(speech), "-c:a", "aac", "-movflags", "+faststart", str(m4a))
     data = m4a.read_bytes()
-    made("truncated.m4a", QUARANTINED, r"truncated or corrupt|not a decodable media file").write_bytes(
+    made("truncated.m4a", RecordingState.QUARANTINED, r"truncated or corrupt|not a decodable media file").write_bytes(
         data[: len(data) // 3])
-    made("no_data.wav", QUARANTINED, r"no audio data|not a decodable|truncated").write_bytes(
+    made("no_data.wav", RecordingState.QUARANTINED, r"no audio data|not a decodable|truncated").write_bytes(
         wav_header(1, 8000, data_size=0))
     # Valid calls in odd clothing: transcribed, and never with another file's words.
     ffmpeg("-i", str(speech), "-c:a", "libmp3lame", "-f", "mp3", str(made("mp3_named.wav", TRANSCRIBED)))
@@ -149,11 +150,11 @@ def test_an_object_deleted_after_listing_is_quarantined_and_the_rest_go_on(setti
     recordings = sense(store, settings, date.fromisoformat(DAY))
     (settings.storage.path("store_root") / bucket / PREFIX / "gone.flac").unlink()
     results = {r.key.rsplit("/", 1)[-1]: r for r in (preprocess(rec, store, settings) for rec in recordings)}
-    assert results["gone.flac"].state == QUARANTINED
+    assert results["gone.flac"].state == RecordingState.QUARANTINED
     assert results["gone.flac"].reason == "the object is gone: deleted after the day was listed"
     assert results["kept.flac"].state == "preprocessed"
     rows = {row["key"].rsplit("/", 1)[-1]: row for row in open_ledger(settings.ledger).rows(DAY)}
-    assert rows["gone.flac"]["state"] == QUARANTINED and rows["kept.flac"]["state"] == "preprocessed"
+    assert rows["gone.flac"]["state"] == RecordingState.QUARANTINED and rows["kept.flac"]["state"] == "preprocessed"
 
 
 @pytest.mark.e2e

@@ -8,7 +8,8 @@ import pytest
 
 from asr_tasks.index.query import restore_highlight
 from asr_tasks.index.sqlite import SqliteIndex, index_text, match_expression
-from asr_tasks.models import NEEDS_REVIEW, QUARANTINED, Quarantine, Recording, Segment, Transcript, recording_id_for
+from asr_tasks.models import Quarantine, Recording, Segment, Transcript, recording_id_for
+from asr_tasks.states import RecordingState
 
 
 def _recording(key: str, etag: str = "e1", day: str = "2026-11-27", agent: str | None = "AG-1") -> Recording:
@@ -104,10 +105,10 @@ def test_states_and_quarantine(index: SqliteIndex) -> None:
     index.record_quarantine(Quarantine(recording=bad, reason="empty file (0 bytes)", pipeline_version="1"))
     silent = _recording("calls/2026/11/27/silent.wav")
     index.replace_recording(Transcript(recording=silent, duration=20.0, segments=[], language=None, model="m",
-                                       pipeline_version="1", state=NEEDS_REVIEW, reason="no speech detected"))
+                                       pipeline_version="1", state=RecordingState.NEEDS_REVIEW, reason="no speech detected"))
     states = {r["key"]: (r["state"], r["reason"]) for r in index.recordings("2026-11-27")}
-    assert states["calls/2026/11/27/broken.wav"] == (QUARANTINED, "empty file (0 bytes)")
-    assert states["calls/2026/11/27/silent.wav"] == (NEEDS_REVIEW, "no speech detected")
+    assert states["calls/2026/11/27/broken.wav"] == (RecordingState.QUARANTINED, "empty file (0 bytes)")
+    assert states["calls/2026/11/27/silent.wav"] == (RecordingState.NEEDS_REVIEW, "no speech detected")
 
 
 def test_highlight_restoration_keeps_original_spacing() -> None:

@@ -15,9 +15,12 @@ import pytest
 from conftest import EsCluster
 
 from asr_tasks.config import IndexSettings, Settings
-from asr_tasks.index import CursorError, Filters, TranscriptIndex, open_index
+from asr_tasks.index.backends import open_index
+from asr_tasks.index.base import TranscriptIndex
 from asr_tasks.index.elasticsearch import ElasticsearchIndex, ElasticsearchIndexError
-from asr_tasks.models import NEEDS_REVIEW, QUARANTINED, Quarantine, Recording, Segment, Transcript, recording_id_for
+from asr_tasks.index.query import CursorError, Filters
+from asr_tasks.models import Quarantine, Recording, Segment, Transcript, recording_id_for
+from asr_tasks.states import RecordingState
 
 ZH_KEY = "calls/2026/11/27/zh_call.wav"
 EN_KEY = "calls/2026/11/28/en_call.mp3"
@@ -226,13 +229,13 @@ def test_states_and_quarantine(index: TranscriptIndex) -> None:
     index.record_quarantine(Quarantine(recording=bad, reason="empty file (0 bytes)", pipeline_version="1"))
     silent = _recording("calls/2026/11/27/silent.wav")
     index.replace_recording(Transcript(recording=silent, duration=20.0, segments=[], language=None, model="m",
-                                       pipeline_version="1", state=NEEDS_REVIEW, reason="no speech detected"))
+                                       pipeline_version="1", state=RecordingState.NEEDS_REVIEW, reason="no speech detected"))
     rows = index.recordings("2026-11-27")
     assert [r["key"] for r in rows] == sorted(r["key"] for r in rows)
     states = {r["key"]: (r["state"], r["reason"], r["segments"]) for r in rows}
     assert states == {
-        "calls/2026/11/27/broken.wav": (QUARANTINED, "empty file (0 bytes)", 0),
-        "calls/2026/11/27/silent.wav": (NEEDS_REVIEW, "no speech detected", 0),
+        "calls/2026/11/27/broken.wav": (RecordingState.QUARANTINED, "empty file (0 bytes)", 0),
+        "calls/2026/11/27/silent.wav": (RecordingState.NEEDS_REVIEW, "no speech detected", 0),
         ZH_KEY: ("indexed", None, 3),
     }
     assert len(index.recordings()) == 5

@@ -32,8 +32,9 @@ def test_the_embedded_default_never_imports_torch(jfk: Path, model_dir: Path) ->
 import json, sys
 sys.path.insert(0, {str(PROJECT_ROOT / "dags")!r})
 import transcribe_daily, qa_audit_nightly
-import asr_tasks.pipeline, asr_tasks.quality, asr_tasks.audit, asr_tasks.index.sqlite, asr_tasks.webui
-from asr_tasks.cli import main
+import asr_tasks.pipeline.transcribe, asr_tasks.pipeline.index, asr_tasks.gate.reports, asr_tasks.audit.reports
+import asr_tasks.index.sqlite, asr_tasks.web.app, asr_tasks.records.retention, asr_tasks.cli.main
+from asr_tasks.cli.main import main
 main(["transcribe", {str(jfk)!r}, "--json"])
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers"))))
 """
@@ -49,7 +50,8 @@ def test_the_transformers_engine_without_its_packages_says_what_to_install() -> 
 import sys
 sys.modules["torch"] = None  # as if requirements-transformers.txt were not installed
 from asr_tasks.config import Settings
-from asr_tasks.engines import EngineUnavailable, get_engine
+from asr_tasks.transcription.engine import EngineUnavailable
+from asr_tasks.transcription.engines import get_engine
 try:
     get_engine(Settings().override(engine="transformers", model_family="qwen3_asr").asr)
 except EngineUnavailable as exc:

@@ -17,11 +17,15 @@ import numpy as np
 import pytest
 
 from asr_tasks.config import Settings
-from asr_tasks.models import QUARANTINED, AudioChunk, Preprocessed, Quarantine, Segment
-from asr_tasks.pipeline import StageResult, build_transcript, preprocess, sense
-from asr_tasks.postprocess import stitch
-from asr_tasks.storage import LocalStore, get_json
-from asr_tasks.vad import frame_levels, get_vad, speech_regions
+from asr_tasks.intake.stores import LocalStore, get_json
+from asr_tasks.intake.vad import frame_levels, get_vad, speech_regions
+from asr_tasks.models import AudioChunk, Preprocessed, Quarantine, Segment
+from asr_tasks.pipeline.preprocess import preprocess
+from asr_tasks.pipeline.results import StageResult
+from asr_tasks.pipeline.sense import sense
+from asr_tasks.pipeline.transcribe import build_transcript
+from asr_tasks.states import RecordingState
+from asr_tasks.text.postprocess import stitch
 
 DATA = Path(__file__).parent / "data"
 DAY = date(2026, 11, 27)
@@ -154,7 +158,7 @@ def run_stage(source: Path, name: str, settings: Settings) -> tuple[StageResult,
 
 
 def manifest(result: StageResult, store: LocalStore, settings: Settings) -> Preprocessed:
-    return Preprocessed.from_dict(get_json(store, settings.storage.artefacts_bucket, f"{result.artefact_prefix}/manifest.json"))
+    return Preprocessed.from_dict(get_json(store, settings.storage.artefacts_bucket, result.version.manifest))
 
 
 # --- bad inputs: quarantined, with the reason ------------------------------------------------
@@ -181,12 +185,12 @@ def test_bad_input_is_quarantined_with_its_reason(
 ) -> None:
     settings = settings.override(**overrides)
     result, store = run_stage(media[name], name, settings)
-    assert result.state == QUARANTINED
+    assert result.state == RecordingState.QUARANTINED
     assert result.reason is not None and re.fullmatch(reason, result.reason), result.reason
     bucket = settings.storage.artefacts_bucket
-    record = Quarantine.from_dict(get_json(store, bucket, f"{result.artefact_prefix}/quarantine.json"))
+    record = Quarantine.from_dict(get_json(store, bucket, result.version.quarantine))
     assert record.reason == result.reason and record.recording.key == PREFIX + name
-    assert not store.exists(bucket, f"{result.artefact_prefix}/manifest.json")
+    assert not store.exists(bucket, result.version.manifest)
     assert not list(settings.storage.path("work_dir").iterdir())  # nothing left behind
     again, _ = run_stage(media[name], name, settings)
     assert again == result  # the quarantine record is the checkpoint: not probed twice
@@ -229,7 +233,7 @@ def test_odd_but_valid_input_is_preprocessed(
         mine = [c for c in pre.chunks if c.channel == channel]
         assert covers(mine, start, end), (sentence, start, end, mine)
         assert all(c.start >= start - 0.5 and c.end <= end + 0.5 for c in mine), mine  # nothing but the speech
-    assert not store.exists(settings.storage.artefacts_bucket, f"{result.artefact_prefix}/quarantine.json")
+    assert not store.exists(settings.storage.artefacts_bucket, result.version.quarantine)
 
 
 def test_total_silence_is_preprocessed_and_then_needs_review(media: dict[str, Path], settings: Settings) -> None:

@@ -1,4 +1,5 @@
-"""The ledger on SQLite and on PostgreSQL (a throw-away server started by the tests), and ``asr status``."""
+"""The ledger on SQLite and on PostgreSQL (a throw-away server started by the tests), its migrations, and
+``asr status``."""
 
 from __future__ import annotations
 
@@ -7,16 +8,41 @@ import multiprocessing
 import os
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from services import throwaway_database
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Engine,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    insert,
+    inspect,
+    text,
+)
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 
 from asr_tasks.config import PROJECT_ROOT
-from asr_tasks.ledger import Ledger, resolve_url
-from services import throwaway_database
 from asr_tasks.models import Recording, recording_id_for
+from asr_tasks.records.access_log import AccessLog
+from asr_tasks.records.ledger import MIGRATIONS, VERSION_TABLE, Ledger, metadata, resolve_url
 
 DAY = "2026-11-27"
 
@@ -42,6 +68,16 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     with ledger.engine.begin() as db:  # the database is shared by this module's tests
         db.exec_driver_sql("DELETE FROM recording_ledger")
     return base
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database of the test's own."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+        return
+    with throwaway_database(request.getfixturevalue("postgres_server"), "asr_ledger_fresh") as url:
+        yield url
 
 
 def states(ledger: Ledger) -> dict[str, str]:
@@ -188,3 +224,185 @@ def test_asr_status_prints_counts_and_failures(tmp_path: Path) -> None:
     assert every["counts"]["sensed"] == 1 and len(every["recordings"]) == 5
     bad = subprocess.run([*asr, "--date", "27.11.2026"], env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "expected YYYY-MM-DD" in bad.stderr
+
+
+# -- migrations ---------------------------------------------------------------------------------------------------
+
+# The ledger as its first release created it (CreateTable and CreateIndex of these), before any migration existed.
+first_release = MetaData()
+first_ledger = Table(
+    "recording_ledger",
+    first_release,
+    Column("recording_id", String(64), primary_key=True),
+    Column("bucket", String(255), nullable=False),
+    Column("key", String(1024), nullable=False),
+    Column("etag", String(128), nullable=False),
+    Column("call_date", String(10)),
+    Column("state", String(20), nullable=False),
+    Column("reason", Text),
+    Column("model", String(255)),
+    Column("pipeline_version", String(32)),
+    Column("segments", Integer),
+    *(Column(f"{stage}_seconds", Float) for stage in ("preprocess", "transcribe", "index")),
+    Column("sensed_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("bucket", "key", "etag", name="recording_ledger_version"),
+)
+Index("recording_ledger_date_state", first_ledger.c.call_date, first_ledger.c.state)
+Index("recording_ledger_key", first_ledger.c.bucket, first_ledger.c.key)
+HEAD = "0004"
+LATER = ("agent_id", "customer_id", "erased_by", "erased_at", "size", "audio_seconds")  # revisions 0002 and 0003
+
+
+def old_rows() -> list[dict[str, object]]:
+    when = datetime(2026, 11, 27, 22, 0, tzinfo=timezone.utc)
+    done, bad, old = rec("c1.wav"), rec("c2.wav"), rec("c3.wav", etag="e0")
+    common = {"call_date": DAY, "model": "m", "pipeline_version": "1", "sensed_at": when, "updated_at": when}
+    return [
+        {**common, "recording_id": done.recording_id, "bucket": done.bucket, "key": done.key, "etag": done.etag,
+         "state": "indexed", "reason": None, "segments": 7, "preprocess_seconds": 1.5, "transcribe_seconds": 4.0,
+         "index_seconds": 0.5},
+        {**common, "recording_id": bad.recording_id, "bucket": bad.bucket, "key": bad.key, "etag": bad.etag,
+         "state": "quarantined", "reason": "not a decodable media file", "segments": None,
+         "preprocess_seconds": 0.1, "transcribe_seconds": None, "index_seconds": None},
+        {**common, "recording_id": old.recording_id, "bucket": old.bucket, "key": old.key, "etag": old.etag,
+         "state": "superseded", "reason": "replaced by a newer version (ETag e1)", "segments": None,
+         "preprocess_seconds": None, "transcribe_seconds": None, "index_seconds": None},
+    ]
+
+
+def engine_for(url: str) -> Engine:
+    return create_engine(resolve_url(url))
+
+
+def at_head(ledger: Ledger) -> None:
+    """The database is at the head revision and has exactly the schema the Table definitions describe."""
+    with ledger.engine.connect() as db:
+        assert db.execute(text("SELECT version_num FROM asr_ledger_version")).scalars().all() == [HEAD]
+        context = MigrationContext.configure(db, opts={"version_table": VERSION_TABLE})
+        assert compare_metadata(context, metadata) == []
+
+
+def append_only(ledger: Ledger) -> None:
+    AccessLog(ledger).append("auditor", "play", recording_id="r1")
+    with pytest.raises(DBAPIError, match="append-only"), ledger.engine.begin() as db:
+        db.execute(text("DELETE FROM access_log"))
+
+
+def test_a_ledger_of_the_first_release_is_upgraded_keeping_every_row(fresh_url: str) -> None:
+    """No version table, the first release's tables and rows: opening the ledger stamps and upgrades it."""
+    engine = engine_for(fresh_url)
+    first_release.create_all(engine)
+    with engine.begin() as db:
+        db.execute(insert(first_ledger), old_rows())
+    engine.dispose()
+
+    ledger = Ledger(fresh_url)
+    at_head(ledger)
+    rows = {row["recording_id"]: row for row in ledger.rows()}
+    for old in old_rows():
+        row = rows.pop(str(old["recording_id"]))
+        assert {name: row[name] for name in old if not name.endswith("_at")} == {
+            name: value for name, value in old.items() if not name.endswith("_at")}
+        assert (row["sensed_at"], row["updated_at"]) == ("2026-11-27T22:00:00+00:00",) * 2
+        assert {name: row[name] for name in LATER} == dict.fromkeys(LATER)
+    assert rows == {}
+    new = Recording(recording_id_for("recordings", "calls/2026/11/27/c4.wav", "e1"), "recordings",
+                    "calls/2026/11/27/c4.wav", "e1", 2048, "c4", DAY, agent_id="AG-1", customer_id="CU-1")
+    ledger.sensed([new], "m", "1")
+    assert ledger.advance(new.recording_id, "preprocessed", audio_seconds=61.25)
+    row = next(r for r in ledger.rows() if r["recording_id"] == new.recording_id)
+    assert (row["agent_id"], row["customer_id"], row["size"], row["audio_seconds"]) == ("AG-1", "CU-1", 2048, 61.25)
+    append_only(ledger)
+    ledger.engine.dispose()
+
+
+def _migrated_to(url: str, revision: str) -> None:
+    """What the release that ended at ``revision`` made: its tables, without a version table."""
+    engine = engine_for(url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as db:
+        config.attributes["connection"] = db
+        command.upgrade(config, revision)
+        db.execute(text("DROP TABLE asr_ledger_version"))
+        db.execute(insert(first_ledger), old_rows())
+    engine.dispose()
+
+
+@pytest.mark.parametrize("revision", ["0001", "0002", "0003", "0004"])
+def test_a_ledger_from_before_the_migrations_is_recognised_at_its_revision(fresh_url: str, revision: str) -> None:
+    """Each release before the migrations left one schema; the ledger stamps the one it finds and upgrades from
+    there (stamping an earlier one would add a column or table twice and fail)."""
+    _migrated_to(fresh_url, revision)
+    ledger = Ledger(fresh_url)
+    at_head(ledger)
+    assert sorted(row["recording_id"] for row in ledger.rows()) == sorted(
+        str(row["recording_id"]) for row in old_rows())
+    append_only(ledger)  # revision 0002's triggers: made by the old release or by the upgrade, never twice
+    ledger.engine.dispose()
+
+
+def test_opening_again_at_head_only_reads_the_version(fresh_url: str) -> None:
+    Ledger(fresh_url).engine.dispose()
+    statements: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        statements.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        ledger = Ledger(fresh_url)
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)
+    assert statements and all(s.lstrip().upper().startswith(("SELECT", "PRAGMA")) for s in statements), statements
+    assert not any("advisory" in s for s in statements)
+    at_head(ledger)
+    ledger.engine.dispose()
+
+
+def test_the_version_table_is_the_ledgers_own(fresh_url: str) -> None:
+    """The ledger may share a PostgreSQL database with Airflow, whose own Alembic history it leaves alone."""
+    engine = engine_for(fresh_url)
+    with engine.begin() as db:
+        db.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)"))
+        db.execute(text("INSERT INTO alembic_version VALUES ('airflow-head')"))
+    ledger = Ledger(fresh_url)
+    with engine.connect() as db:
+        assert db.execute(text("SELECT version_num FROM alembic_version")).scalars().all() == ["airflow-head"]
+        assert {"recording_ledger", "access_log", "legal_hold", VERSION_TABLE} <= set(inspect(db).get_table_names())
+    with ledger.engine.connect() as db:
+        assert db.execute(text("SELECT version_num FROM asr_ledger_version")).scalars().all() == [HEAD]
+    engine.dispose()
+    ledger.engine.dispose()
+
+
+def test_a_failed_upgrade_leaves_nothing_behind(fresh_url: str) -> None:
+    """The whole upgrade is one transaction: a revision that fails takes the ones before it back with it."""
+    engine = engine_for(fresh_url)
+    with engine.begin() as db:
+        db.execute(text("CREATE TABLE legal_hold (id INTEGER PRIMARY KEY)"))  # in revision 0002's way
+    with pytest.raises(DBAPIError, match="legal_hold"):
+        Ledger(fresh_url)
+    with engine.connect() as db:
+        assert inspect(db).get_table_names() == ["legal_hold"]
+    engine.dispose()
+
+
+def _open_and_sense(url: str, name: str) -> None:
+    Ledger(url).sensed([rec(name)], "m", "1")
+
+
+def test_many_processes_create_a_new_ledger_at_once(fresh_url: str) -> None:
+    """Workers that start together upgrade one at a time; the others find the schema made."""
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_open_and_sense, args=(fresh_url, f"c{n}.wav")) for n in range(4)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(120)
+    assert [proc.exitcode for proc in procs] == [0, 0, 0, 0]
+    ledger = Ledger(fresh_url)
+    assert ledger.counts(DAY) == {"sensed": 4}
+    at_head(ledger)
+    ledger.engine.dispose()

@@ -27,19 +27,15 @@ from conftest import DATA
 
 from asr_tasks.config import Settings
 from asr_tasks.index.sqlite import SqliteIndex
+from asr_tasks.intake.artefacts import Artefacts
+from asr_tasks.intake.stores import LocalStore
 from asr_tasks.models import Transcript
-from asr_tasks.pipeline import (
-    gate_shard,
-    index_results,
-    load_engine,
-    plan_shards,
-    preprocess_shard,
-    preprocessed_prefixes,
-    sense,
-    transcribe_shard,
-    transcript_key,
-)
-from asr_tasks.storage import LocalStore, get_json
+from asr_tasks.pipeline.gate import gate_shard
+from asr_tasks.pipeline.index import index_results
+from asr_tasks.pipeline.preprocess import preprocess_shard
+from asr_tasks.pipeline.results import preprocessed
+from asr_tasks.pipeline.sense import plan_shards, sense
+from asr_tasks.pipeline.transcribe import load_engine, transcribe_shard
 
 ZH = DATA / "zh"
 DAY = date(2026, 11, 30)
@@ -83,13 +79,13 @@ def _run_day(settings: Settings, files: dict[str, Path]) -> Day:
     results = preprocess_shard(shard, store, settings)
     engine = load_engine(settings)
     before = dataclasses.replace(engine.packing_stats)  # type: ignore[attr-defined]
-    transcribe_shard(preprocessed_prefixes(results), store, settings)
+    transcribe_shard(preprocessed(results), store, settings)
     fallbacks = engine.packing_stats.since(before).as_dict()  # type: ignore[attr-defined]
     gate_shard(results, store, settings)
     index_results(results, store, index, settings)
     transcripts = {
         r.key.rsplit("/", 1)[-1].removesuffix(".wav"):
-            Transcript.from_dict(get_json(store, settings.storage.artefacts_bucket, transcript_key(r.artefact_prefix, settings)))
+            Artefacts.of(store, settings).transcript(r.version)
         for r in results
     }
     return transcripts, index, fallbacks

@@ -8,7 +8,7 @@ import pytest
 
 from asr_tasks.config import PROJECT_ROOT
 from asr_tasks.models import Recording, Segment, SpokenWord, Transcript
-from asr_tasks.pii import PiiError, find, load_policy, luhn, prc_id, redact
+from asr_tasks.text.pii import PiiError, find, load_policy, luhn, prc_id, redact
 
 POLICY = load_policy(PROJECT_ROOT / "include" / "pii")
 
@@ -91,7 +91,7 @@ def test_a_bank_adds_its_own_kind_and_a_broken_file_names_itself(tmp_path: Path)
      "my card number is [CARD ****1111]"),
 ])
 def test_number_words_count_once_itn_made_them_digits(said: str, language: str, expected: str) -> None:
-    from asr_tasks.postprocess import itn_en, itn_zh
+    from asr_tasks.text.postprocess import itn_en, itn_zh
 
     assert masked({"zh": itn_zh, "en": itn_en}[language](said), language) == expected
 
@@ -106,7 +106,7 @@ def spoken(words: str, start: float, step: float, joiner: str = " ") -> list[Spo
 def test_word_times_give_the_number_its_seconds_and_no_word_keeps_it() -> None:
     """Post-processed text ("4111 ...") is aligned to the model's words ("four one one one ..."): the detection
     covers the words that said the number, those words become one masked word, the other words keep their times."""
-    from asr_tasks.postprocess import itn_en, itn_zh
+    from asr_tasks.text.postprocess import itn_en, itn_zh
 
     rec = Recording("r1", "recordings", "calls/2026/11/27/c.wav", "e", 1, "c", "2026-11-27")
     said = "my card number is " + " ".join(["four"] + ["one"] * 15) + " thank you"

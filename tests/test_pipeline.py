@@ -12,22 +12,19 @@ from pathlib import Path
 
 import pytest
 
+from asr_tasks.audit.reports import day_transcripts
 from asr_tasks.config import Settings
 from asr_tasks.index.sqlite import SqliteIndex
+from asr_tasks.intake.artefacts import Artefacts
+from asr_tasks.intake.stores import LocalStore
 from asr_tasks.models import Recording
-from asr_tasks.pipeline import (
-    gate_shard,
-    gated_transcripts_for_date,
-    index_results,
-    plan_shards,
-    preprocess,
-    preprocess_shard,
-    preprocessed_prefixes,
-    sense,
-    transcribe_shard,
-    transcript_key,
-)
-from asr_tasks.storage import LocalStore
+from asr_tasks.pipeline.gate import gate_shard
+from asr_tasks.pipeline.index import index_results
+from asr_tasks.pipeline.preprocess import preprocess, preprocess_shard
+from asr_tasks.pipeline.results import preprocessed
+from asr_tasks.pipeline.sense import plan_shards, sense
+from asr_tasks.pipeline.transcribe import transcribe_shard
+from asr_tasks.version import model_tag
 
 DAY = date(2026, 11, 27)
 PREFIX = "calls/2026/11/27/"
@@ -73,7 +70,7 @@ def test_day_end_to_end_without_airflow(settings: Settings, model_dir: Path, jfk
     reasons = {r.key.rsplit("/", 1)[-1]: r.reason for r in results if r.state == "quarantined"}
     assert reasons["empty.wav"] == "empty file (0 bytes)"
     assert reasons["notes.mp3"].startswith("not a decodable media file")
-    prefixes = preprocessed_prefixes(results)
+    prefixes = preprocessed(results)
     assert len(prefixes) == 2  # jfk and the silent call; quarantined ones never reach ASR
     transcribe_shard(prefixes, store, settings)
     assert gate_shard(results, store, settings) == 2
@@ -87,18 +84,18 @@ def test_day_end_to_end_without_airflow(settings: Settings, model_dir: Path, jfk
 
     # A re-run of the day: every stage finds its artefact, the index is left as it is.
     jfk_result = next(r for r in results if r.key.endswith("c1.flac"))
-    transcript = settings.storage.path("store_root") / settings.storage.artefacts_bucket / transcript_key(jfk_result.artefact_prefix, settings)
+    transcript = settings.storage.path("store_root") / settings.storage.artefacts_bucket / jfk_result.version.transcript(model_tag(settings.asr))
     stamp = transcript.stat().st_mtime_ns
     segments = index.segment_count()
     again = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
     assert again == results
-    assert transcribe_shard(preprocessed_prefixes(again), store, settings)["recordings"] == 0
+    assert transcribe_shard(preprocessed(again), store, settings)["recordings"] == 0
     assert gate_shard(again, store, settings) == 0
     assert index_results(again, store, index, settings) == {"unchanged": 4}
     assert transcript.stat().st_mtime_ns == stamp and index.segment_count() == segments
 
     # The audit reads the gated transcripts from storage, whole: quality, failures and the model's own words.
-    audited = {t.recording.key.rsplit("/", 1)[-1]: t for t in gated_transcripts_for_date("2026-11-27", store, settings)}
+    audited = {t.recording.key.rsplit("/", 1)[-1]: t for t in day_transcripts("2026-11-27", Artefacts.of(store, settings), settings)}
     assert sorted(audited) == ["c1.flac", "silent.wav"]
     assert audited["c1.flac"].quality == "pass" and audited["silent.wav"].quality_failures
     assert all(s.text_raw for s in audited["c1.flac"].segments)
@@ -106,7 +103,7 @@ def test_day_end_to_end_without_airflow(settings: Settings, model_dir: Path, jfk
     # The index is a view: rebuilt from the gated transcripts, without the model, it answers as before.
     hits = [(h.recording_id, h.start, h.text) for h in index.search("ask not what your country")]
     states = index.recordings("2026-11-27")
-    code = ("import sys; from asr_tasks.cli import main; rc = main(['reindex', '--date', '2026-11-27']); "
+    code = ("import sys; from asr_tasks.cli.main import main; rc = main(['reindex', '--date', '2026-11-27']); "
             "print(sorted(m for m in ('faster_whisper', 'ctranslate2', 'onnxruntime') if m in sys.modules)); "
             "sys.exit(rc)")
     fresh = tmp_path / "rebuilt.sqlite"
@@ -136,7 +133,7 @@ def test_replaced_object_is_reprocessed_and_replaces_old_documents(
     store.put_file(settings.storage.recordings_bucket, PREFIX + "c1.wav", copy)  # ...re-uploaded under the same key
     second = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
     assert second[0].recording_id != first[0].recording_id
-    transcribe_shard(preprocessed_prefixes(second), store, settings)
+    transcribe_shard(preprocessed(second), store, settings)
     gate_shard(second, store, settings)
     index_results(second, store, index, settings)
     assert [(r["recording_id"], r["state"]) for r in index.recordings()] == [(second[0].recording_id, "indexed")]
@@ -155,7 +152,7 @@ def test_a_stale_version_that_finishes_late_is_not_indexed_over_the_newer_one(
     store.put_file(bucket, PREFIX + "c1.flac", clip)  # the object is replaced; today's run takes the new version
     new = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
     for results in (new, old):  # the newer version finishes first
-        transcribe_shard(preprocessed_prefixes(results), store, settings)
+        transcribe_shard(preprocessed(results), store, settings)
         gate_shard(results, store, settings)
     assert index_results(new, store, index, settings).get("indexed") == 1
     assert index_results(old, store, index, settings) == {"superseded": 1}
@@ -199,51 +196,51 @@ def said(artefact: bytes) -> str:
 def test_turning_redaction_on_masks_what_is_stored_without_the_model(
     settings: Settings, model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from asr_tasks import pipeline
-    from asr_tasks.artefacts import redacted_audio_key
-    from asr_tasks.pipeline import gated_key, reindex_day, transcript_key, unredacted_key
+    from asr_tasks.pipeline.index import reindex_day
 
     store = card_call(settings, tmp_path)
     clear = settings.override(redact_pii=False)  # a day processed before redaction was turned on
     results = [preprocess(r, store, clear) for r in sense(store, clear, DAY)]
-    transcribe_shard(preprocessed_prefixes(results), store, clear)
+    transcribe_shard(preprocessed(results), store, clear)
     gate_shard(results, store, clear)
     index = SqliteIndex(settings.index.path("index_path"))
     index_results(results, store, index, clear)
-    bucket, prefix = settings.storage.artefacts_bucket, results[0].artefact_prefix
-    assert CARD.search(said(store.get_bytes(bucket, gated_key(prefix, settings))))  # stored in clear
+    bucket, version, model = settings.storage.artefacts_bucket, results[0].version, model_tag(settings.asr)
+    assert CARD.search(said(store.get_bytes(bucket, version.gated(model))))  # stored in clear
 
-    monkeypatch.setattr(pipeline, "load_engine", lambda s: pytest.fail("reindex loaded the model"))
+    for loader in ("asr_tasks.pipeline.transcribe.load_engine", "asr_tasks.transcription.engines.get_engine"):
+        monkeypatch.setattr(loader, lambda *a, **k: pytest.fail("reindex loaded the model"))
     assert reindex_day(DAY.isoformat(), store, index, settings)["masked again"] == 1
-    for key in (gated_key(prefix, settings), transcript_key(prefix, settings)):
+    for key in (version.gated(model), version.transcript(model)):
         text = said(store.get_bytes(bucket, key))
         assert not CARD.search(text) and "[CARD ****" in text, key
-    assert not store.exists(bucket, unredacted_key(prefix, settings))  # not kept unless asked for
+    assert not store.exists(bucket, version.unredacted(model))  # not kept unless asked for
     assert "[CARD ****" in " ".join(s.text for s in index.segments(results[0].recording_id))
-    assert store.exists(bucket, redacted_audio_key(prefix))
+    assert store.exists(bucket, version.redacted_audio)
     assert reindex_day(DAY.isoformat(), store, index, settings).get("masked again") is None  # once is enough
 
 
 def test_a_kept_unredacted_transcript_stays_apart_and_is_what_a_new_policy_masks(
     settings: Settings, model_dir: Path, tmp_path: Path
 ) -> None:
-    from asr_tasks.pipeline import gated_key, reindex_day, transcript_key, unredacted_key
+    from asr_tasks.pipeline.index import reindex_day
 
     store = card_call(settings, tmp_path)
     kept = settings.override(keep_unredacted=True)
     results = [preprocess(r, store, kept) for r in sense(store, kept, DAY)]
-    transcribe_shard(preprocessed_prefixes(results), store, kept)
+    transcribe_shard(preprocessed(results), store, kept)
     gate_shard(results, store, kept)
     index = SqliteIndex(settings.index.path("index_path"))
     index_results(results, store, index, kept)
-    bucket, prefix, rid = settings.storage.artefacts_bucket, results[0].artefact_prefix, results[0].recording_id
-    assert CARD.search(said(store.get_bytes(bucket, unredacted_key(prefix, kept))))  # the one artefact in clear
-    for key in (gated_key(prefix, kept), transcript_key(prefix, kept)):
+    bucket, version, rid = settings.storage.artefacts_bucket, results[0].version, results[0].recording_id
+    model = model_tag(kept.asr)
+    assert CARD.search(said(store.get_bytes(bucket, version.unredacted(model))))  # the one artefact in clear
+    for key in (version.gated(model), version.transcript(model)):
         assert not CARD.search(said(store.get_bytes(bucket, key))), key
     assert "[CARD ****1111]" in " ".join(s.text for s in index.segments(rid))
     from fastapi.testclient import TestClient
 
-    from asr_tasks.webui import create_app
+    from asr_tasks.web.app import create_app
 
     page = TestClient(create_app(kept, index=index, store=store))  # a privileged path reads it, and is logged
     answer = page.get(f"/api/recordings/{rid}/unredacted")
@@ -255,6 +252,6 @@ def test_a_kept_unredacted_transcript_stays_apart_and_is_what_a_new_policy_masks
     (tmp_path / "pii" / "phones.yaml").write_text("kinds:\n  phone:\n    pattern: '\\+\\d{6,}'\n    mask: '[PHONE]'\n")
     phones_only = kept.override(pii_dir=str(tmp_path / "pii"))
     assert reindex_day(DAY.isoformat(), store, index, phones_only)["masked again"] == 1
-    gated = json.loads(store.get_bytes(bucket, gated_key(prefix, kept)))
-    assert gated["pii"] == [] and CARD.search(said(store.get_bytes(bucket, gated_key(prefix, kept))))
+    gated = json.loads(store.get_bytes(bucket, version.gated(model)))
+    assert gated["pii"] == [] and CARD.search(said(store.get_bytes(bucket, version.gated(model))))
     assert gated["quality"] == "pass"

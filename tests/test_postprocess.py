@@ -8,7 +8,7 @@ import pytest
 
 from asr_tasks.config import ConfigError, Settings, load_settings
 from asr_tasks.models import Segment
-from asr_tasks.postprocess import (
+from asr_tasks.text.postprocess import (
     PostprocessError,
     apply_terms,
     hotwords,

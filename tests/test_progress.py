@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from services import throwaway_database
 from sqlalchemy import update
 
-from asr_tasks.ledger import Ledger, recordings
-from services import throwaway_database
 from asr_tasks.models import Recording, recording_id_for
-from asr_tasks.progress import progress
+from asr_tasks.records.ledger import Ledger, recordings
+from asr_tasks.records.progress import progress
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -109,7 +109,7 @@ def test_the_progress_page_shows_years_months_the_hourly_chart_and_failures(ledg
     from fastapi.testclient import TestClient
 
     from asr_tasks.config import Settings
-    from asr_tasks.webui import create_app
+    from asr_tasks.web.app import create_app
 
     settings = Settings().override(ledger_url=ledger.url, index_path=str(tmp_path / "index.sqlite"),
                                    store_root=str(tmp_path / "store"))

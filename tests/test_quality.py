@@ -16,30 +16,20 @@ from pathlib import Path
 import pytest
 
 from asr_tasks.config import Settings
-from asr_tasks.engines import model_tag
+from asr_tasks.gate.checks import QualityError, apply_report, gate, repeat_share, text_units, validate
 from asr_tasks.index.sqlite import SqliteIndex
-from asr_tasks.models import INDEXED, NEEDS_REVIEW, Recording, Segment, Transcript, recording_id_for
-from asr_tasks.pipeline import (
-    gate_shard,
-    index_results,
-    load_engine,
-    preprocess,
-    preprocessed_prefixes,
-    sense,
-    transcribe_shard,
-)
-from asr_tasks.postprocess import hotword_terms, hotwords
-from asr_tasks.quality import (
-    PASS,
-    QualityError,
-    apply_report,
-    gate,
-    repeat_share,
-    report_keys,
-    text_units,
-    validate,
-)
-from asr_tasks.storage import LocalStore
+from asr_tasks.intake.artefacts import Artefacts
+from asr_tasks.intake.stores import LocalStore
+from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
+from asr_tasks.pipeline.gate import gate_shard
+from asr_tasks.pipeline.index import index_results
+from asr_tasks.pipeline.preprocess import preprocess
+from asr_tasks.pipeline.results import preprocessed
+from asr_tasks.pipeline.sense import sense
+from asr_tasks.pipeline.transcribe import load_engine, transcribe_shard
+from asr_tasks.states import GateOutcome, RecordingState
+from asr_tasks.text.postprocess import hotword_terms, hotwords
+from asr_tasks.version import DayReports, model_tag
 
 pytestmark = pytest.mark.quality
 
@@ -146,10 +136,10 @@ def test_language_is_checked_only_when_configured() -> None:
 
 def test_outcome_sets_state_and_names_failures() -> None:
     clean, loop, silent = (CASES[n][0] for n in ("clean_zh", "thanks_loop", "silent"))
-    silent = dataclasses.replace(silent, state=NEEDS_REVIEW, reason="no speech detected")
+    silent = dataclasses.replace(silent, state=RecordingState.NEEDS_REVIEW, reason="no speech detected")
     passed, flagged, quiet = gate([clean, loop, silent], Settings().quality)
-    assert (passed.quality, passed.state, passed.reason, passed.quality_failures) == (PASS, INDEXED, None, [])
-    assert (flagged.quality, flagged.state) == (NEEDS_REVIEW, NEEDS_REVIEW)
+    assert (passed.quality, passed.state, passed.reason, passed.quality_failures) == (GateOutcome.PASS, RecordingState.INDEXED, None, [])
+    assert (flagged.quality, flagged.state) == (GateOutcome.FLAGGED, RecordingState.NEEDS_REVIEW)
     assert flagged.reason == "quality gate failed: repetition_loop" and flagged.quality_failures == ["repetition_loop"]
     assert quiet.reason == "no speech detected (quality gate failed: speech_detected)"
     assert Transcript.from_dict(json.loads(json.dumps(flagged.to_dict()))) == flagged
@@ -189,10 +179,10 @@ def test_index_stores_quality_and_filters_on_it(tmp_path: Path) -> None:
     for t in gate([CASES["clean_en"][0], CASES["loop_across_segments"][0]], Settings().quality):
         index.replace_recording(t)
     states = {r["key"].rsplit("/", 1)[-1]: (r["quality"], r["quality_failures"]) for r in index.recordings()}
-    assert states == {"clean_en": (PASS, None), "loop_across_segments": (NEEDS_REVIEW, "repetition_loop")}
-    assert {h.key for h in index.search("thank", quality=NEEDS_REVIEW)} == {PREFIX + "loop_across_segments"}
-    assert index.search("thank", quality=PASS) == []
-    assert {h.key for h in index.search("returns", quality=PASS)} == {PREFIX + "clean_en"}
+    assert states == {"clean_en": (GateOutcome.PASS, None), "loop_across_segments": (GateOutcome.FLAGGED, "repetition_loop")}
+    assert {h.key for h in index.search("thank", quality=GateOutcome.FLAGGED)} == {PREFIX + "loop_across_segments"}
+    assert index.search("thank", quality=GateOutcome.PASS) == []
+    assert {h.key for h in index.search("returns", quality=GateOutcome.PASS)} == {PREFIX + "clean_en"}
 
 
 def _synthesise(path: Path, source: str, seconds: float) -> None:
@@ -225,24 +215,24 @@ def test_silence_and_music_are_never_indexed_as_pass_with_text(
         store.put_file(settings.storage.recordings_bucket, PREFIX + name, tmp_path / name)
 
     results = [preprocess(r, store, settings) for r in sense(store, settings, DAY)]
-    transcribe_shard(preprocessed_prefixes(results), store, settings)
+    transcribe_shard(preprocessed(results), store, settings)
     assert gate_shard(results, store, settings) == 3
     index = SqliteIndex(settings.index.path("index_path"))
-    assert index_results(results, store, index, settings) == {NEEDS_REVIEW: 3}
+    assert index_results(results, store, index, settings) == {RecordingState.NEEDS_REVIEW: 3}
     assert load_engine(settings).hotwords == hotwords(settings.postprocess)  # the dictionary reached the engine
 
     rows = {r["key"].rsplit("/", 1)[-1]: r for r in index.recordings("2026-11-27")}
     for name in sources:
         row = rows[name]
-        assert not (row["quality"] == PASS and row["segments"] > 0), row
-        assert row["quality"] == NEEDS_REVIEW and row["state"] == NEEDS_REVIEW and row["quality_failures"], row
+        assert not (row["quality"] == GateOutcome.PASS and row["segments"] > 0), row
+        assert row["quality"] == GateOutcome.FLAGGED and row["state"] == RecordingState.NEEDS_REVIEW and row["quality_failures"], row
     # The gate is what stopped them: the model did write text over the music.
     assert sum(rows[name]["segments"] for name in sources) > 0
 
     # The day's report: one CSV line and one HTML row per recording that reached the gate.
-    csv_key, html_key = report_keys("2026-11-27", model_tag(settings.asr))
+    csv_key, html_key = (DayReports("2026-11-27").quality(model_tag(settings.asr), suffix) for suffix in ("csv", "html"))
     table = list(csv.DictReader(io.StringIO(store.get_bytes(settings.storage.artefacts_bucket, csv_key).decode())))
-    assert {r["key"].rsplit("/", 1)[-1]: r["quality"] for r in table} == {name: NEEDS_REVIEW for name in sources}
+    assert {r["key"].rsplit("/", 1)[-1]: r["quality"] for r in table} == {name: GateOutcome.FLAGGED for name in sources}
     page = store.get_bytes(settings.storage.artefacts_bucket, html_key).decode()
     assert "3 of 3 recordings flagged for review" in page and "speech_detected" in page
 
@@ -270,15 +260,16 @@ def test_search_command_filters_on_quality(tmp_path: Path) -> None:
 
 def test_a_late_recording_joins_its_days_report(tmp_path: Path) -> None:
     """The next night's run indexes a late upload of the day before: that day's report keeps its other rows."""
-    from asr_tasks.quality import report_row, write_reports
-    from asr_tasks.storage import LocalStore
+    from asr_tasks.gate.reports import report_row, write_reports
+    from asr_tasks.intake.stores import LocalStore
 
     store, settings = LocalStore(tmp_path / "store"), Settings()
     clean, loop = (gate([CASES[n][0]], settings.quality)[0] for n in ("clean_en", "loop_across_segments"))
-    write_reports([report_row(clean)], store, "artefacts", settings.quality, "m")
-    write_reports([report_row(loop)], store, "artefacts", settings.quality, "m")
-    write_reports([report_row(loop)], store, "artefacts", settings.quality, "m")  # a re-run adds nothing
-    csv_key, _ = report_keys(clean.recording.call_date, "m")
+    artefacts = Artefacts(store, "artefacts", "m")
+    write_reports([report_row(clean)], artefacts, settings.quality)
+    write_reports([report_row(loop)], artefacts, settings.quality)
+    write_reports([report_row(loop)], artefacts, settings.quality)  # a re-run adds nothing
+    csv_key = DayReports(clean.recording.call_date).quality("m", "csv")
     table = list(csv.DictReader(io.StringIO(store.get_bytes("artefacts", csv_key).decode())))
     assert sorted(r["recording_id"] for r in table) == sorted([clean.recording.recording_id,
                                                                loop.recording.recording_id])

@@ -18,17 +18,19 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
-from asr_tasks.access_log import AccessLog
 from asr_tasks.config import PROJECT_ROOT, Settings
-from asr_tasks.erasure import Eraser, select_keys
-from asr_tasks.holds import HoldError, Holds
 from asr_tasks.index.sqlite import SqliteIndex
-from asr_tasks.ledger import ERASED, Ledger, open_ledger
+from asr_tasks.intake.days import sidecar_key
+from asr_tasks.intake.stores import LocalStore, put_json
 from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
-from asr_tasks.permissions import PERMISSIONS, fab_custom_roles
-from asr_tasks.retention import rule_for, run_retention
-from asr_tasks.storage import LocalStore, put_json, sidecar_key
-from asr_tasks.webui import create_app
+from asr_tasks.records.access_log import AccessLog
+from asr_tasks.records.erasure import Eraser, select_keys
+from asr_tasks.records.holds import HoldError, Holds
+from asr_tasks.records.ledger import Ledger, open_ledger
+from asr_tasks.records.permissions import PERMISSIONS, fab_custom_roles
+from asr_tasks.records.retention import rule_for, run_retention
+from asr_tasks.states import RecordingState
+from asr_tasks.web.app import create_app
 
 DAY = "2026-11-27"
 
@@ -111,8 +113,9 @@ def test_holds_cover_keys_agents_customers_and_days(tmp_path: Path) -> None:
 @pytest.fixture
 def day(settings: Settings, jfk: Path) -> tuple[LocalStore, SqliteIndex, list[Recording]]:
     """Three recordings of a day, sensed, transcribed into artefacts, indexed and reported."""
-    from asr_tasks import quality
-    from asr_tasks.pipeline import artefact_prefix
+    from asr_tasks.gate.reports import write_reports
+    from asr_tasks.intake.artefacts import Artefacts
+    from asr_tasks.version import RecordingVersion
 
     store = LocalStore(settings.storage.path("store_root"))
     index = SqliteIndex(settings.index.path("index_path"))
@@ -125,20 +128,19 @@ def day(settings: Settings, jfk: Path) -> tuple[LocalStore, SqliteIndex, list[Re
         store.put_bytes("recordings", sidecar_key(rec.key), json.dumps({"customer_id": rec.customer_id}).encode())
         transcript = Transcript(rec, 11.0, [Segment(rec.recording_id, 0, "agent", 1.0, 3.0, f"secret words {n}")],
                                 "en", "m", "2")
-        put_json(store, settings.storage.artefacts_bucket, f"{artefact_prefix(rec)}/gated.m.json",
-                 transcript.to_dict())
-        store.put_bytes(settings.storage.artefacts_bucket, f"{artefact_prefix(rec)}/ch0.pcm", b"\0" * 64)
+        put_json(store, settings.storage.artefacts_bucket, RecordingVersion.of(rec).gated("m"), transcript.to_dict())
+        store.put_bytes(settings.storage.artefacts_bucket, RecordingVersion.of(rec).pcm("ch0.pcm"), b"\0" * 64)
         index.replace_recording(transcript)
         rows.append({"recording_id": rec.recording_id, "key": rec.key, "call_date": rec.call_date,
                      "quality": "pass", "quality_failures": "", "state": "indexed", "reason": ""})
-    quality.write_reports(rows, store, settings.storage.artefacts_bucket, settings.quality, "m")
+    write_reports(rows, Artefacts(store, settings.storage.artefacts_bucket, "m"), settings.quality)
     return store, index, recs
 
 
 def test_erasing_a_customer_leaves_a_tombstone_and_nothing_of_the_calls(
     settings: Settings, day: tuple[LocalStore, SqliteIndex, list[Recording]]
 ) -> None:
-    from asr_tasks.pipeline import artefact_prefix
+    from asr_tasks.version import RecordingVersion
 
     store, index, recs = day
     ledger = open_ledger(settings.ledger)
@@ -149,21 +151,21 @@ def test_erasing_a_customer_leaves_a_tombstone_and_nothing_of_the_calls(
     assert result.erased == [recs[1].key] and [k for k, _ in result.held] == [recs[2].key]
     assert "legal hold 1 on key" in result.held[0][1]
     bucket = settings.storage.artefacts_bucket
-    assert not list(store.list_keys(bucket, artefact_prefix(recs[1]))) and not store.exists("recordings", recs[1].key)
+    assert not list(store.list_keys(bucket, RecordingVersion.of(recs[1]).prefix)) and not store.exists("recordings", recs[1].key)
     assert not store.exists("recordings", sidecar_key(recs[1].key))
     assert index.recording(recs[1].recording_id) is None and not index.segments(recs[1].recording_id)
     assert [h.key for h in index.search("secret")] == sorted([recs[0].key, recs[2].key])
     report = " ".join(store.get_bytes(bucket, k.key).decode() for k in store.list_keys(bucket, "v2/2026-11-27/quality"))
     assert recs[1].recording_id not in report and recs[1].key not in report and recs[0].key in report
     tomb = next(r for r in ledger.rows() if r["recording_id"] == recs[1].recording_id)
-    assert (tomb["state"], tomb["erased_by"], tomb["reason"]) == (ERASED, "officer", "the customer asked (ticket 4411)")
+    assert (tomb["state"], tomb["erased_by"], tomb["reason"]) == (RecordingState.ERASED, "officer", "the customer asked (ticket 4411)")
     assert tomb["segments"] is None and tomb["erased_at"]
     assert [(e.action, e.recording_id) for e in access.entries(actions=("erase",))] == [("erase", recs[1].recording_id)]
 
     # Idempotent: the same erasure again finds nothing left to erase; sensing the key again does not bring it back.
     assert select_keys(ledger, customer="CU-2").keys() == {("recordings", recs[2].key)}
     ledger.sensed([recs[1]], "m", "2")
-    assert ledger.state(recs[1].recording_id) == ERASED
+    assert ledger.state(recs[1].recording_id) == RecordingState.ERASED
 
     client = TestClient(create_app(settings, index=index, store=store))
     assert client.get(f"/audio/{recs[1].recording_id}").status_code == 410
@@ -186,8 +188,8 @@ def test_retention_erases_what_expired_in_batches_except_what_is_held(
         "finished": 0, "erased": 1, "held": 1, "batches": 2}  # the 27th's two, one held; the 28th's still kept
     assert run_retention(rules, date(2026, 12, 31), ledger, store, index, access).to_dict() == {
         "finished": 0, "erased": 1, "held": 1, "batches": 2}
-    assert {r["key"]: r["state"] for r in ledger.rows()} == {recs[0].key: "sensed", recs[1].key: ERASED,
-                                                              recs[2].key: ERASED}
+    assert {r["key"]: r["state"] for r in ledger.rows()} == {recs[0].key: "sensed", recs[1].key: RecordingState.ERASED,
+                                                              recs[2].key: RecordingState.ERASED}
     assert index.recording(recs[0].recording_id) is not None  # the held call survives retention
     assert all(e.user == "retention" and "kept 3 days" in str(e.detail) for e in access.entries(actions=("erase",)))
 
@@ -247,13 +249,14 @@ def test_the_roles_are_one_per_permission() -> None:
 def test_the_nightly_qa_report_lists_the_recordings_opened_that_day(
     settings: Settings, day: tuple[LocalStore, SqliteIndex, list[Recording]]
 ) -> None:
-    from asr_tasks.audit import load_rules, run_audit
+    from asr_tasks.audit.reports import run_audit
+    from asr_tasks.audit.rules import load_rules
 
     store, index, recs = day
     client = TestClient(create_app(settings, index=index, store=store))
     assert client.get(f"/audio/{recs[0].recording_id}", params={"t": 12.5}).status_code == 200
     today = datetime.now(timezone.utc).date().isoformat()  # the day the recording was opened (UTC)
-    run_audit(today, load_rules(settings.quality.path("qa_rules_dir")), index, store, settings)
+    run_audit(today, load_rules(settings.audit.path("qa_rules_dir")), index, store, settings)
     prefix = f"reports/qa/{today}/qa-audit"
     report = json.loads(store.get_bytes(settings.storage.artefacts_bucket, f"{prefix}.json"))
     assert [(o["action"], o["recording_id"], o["detail"]) for o in report["opened"]] == [
@@ -278,7 +281,7 @@ def test_an_erasure_cut_short_before_the_reports_is_finished_by_the_next_one(
     assert ledger.state(recs[0].recording_id) == "erasing"
     result = eraser.erase(select_keys(ledger, key=recs[2].key), "another request", "officer")
     assert (result.erased, result.finished) == ([recs[2].key], [recs[0].key])
-    assert ledger.state(recs[0].recording_id) == ERASED
+    assert ledger.state(recs[0].recording_id) == RecordingState.ERASED
     tomb = next(r for r in ledger.rows() if r["recording_id"] == recs[0].recording_id)
     assert tomb["reason"] == "asked"  # the first erasure's who and why stay on the tombstone
     bucket = settings.storage.artefacts_bucket

@@ -22,25 +22,23 @@ from datetime import date, datetime
 from pathlib import Path
 
 import pytest
-from conftest import DATA, S3Server
+from conftest import S3Server
 from test_dag import airflow_env
 
 from asr_tasks import PIPELINE_VERSION
 from asr_tasks.config import PROJECT_ROOT, Settings
 from asr_tasks.index.sqlite import SqliteIndex
-from asr_tasks.ledger import FINAL_STATES, Ledger, open_ledger
-from asr_tasks.pipeline import (
-    gate_shard,
-    index_results,
-    load_engine,
-    preprocess,
-    preprocessed_prefixes,
-    sense,
-    transcribe_shard,
-    transcript_key,
-    unit_seconds,
-)
-from asr_tasks.storage import MinioStore, ObjectStore, open_store
+from asr_tasks.intake.demo_corpus import JFK
+from asr_tasks.intake.stores import MinioStore, ObjectStore, open_store
+from asr_tasks.pipeline.gate import gate_shard
+from asr_tasks.pipeline.index import index_results
+from asr_tasks.pipeline.preprocess import preprocess
+from asr_tasks.pipeline.results import preprocessed
+from asr_tasks.pipeline.sense import sense
+from asr_tasks.pipeline.transcribe import load_engine, transcribe_shard, unit_seconds
+from asr_tasks.records.ledger import Ledger, open_ledger
+from asr_tasks.states import FINAL_STATES
+from asr_tasks.version import model_tag
 
 DAY = date(2026, 11, 20)
 PREFIX = "calls/2026/11/20/"
@@ -48,11 +46,12 @@ PREFIX = "calls/2026/11/20/"
 CHILD = """
 import json, sys
 from asr_tasks.config import get_settings
-from asr_tasks.pipeline import transcribe_shard
-from asr_tasks.storage import open_store
+from asr_tasks.intake.stores import open_store
+from asr_tasks.pipeline.transcribe import transcribe_shard
+from asr_tasks.version import RecordingVersion
 
 settings = get_settings()
-transcribe_shard(json.loads(sys.argv[1]), open_store(settings.storage), settings)
+transcribe_shard([RecordingVersion.at(p) for p in json.loads(sys.argv[1])], open_store(settings.storage), settings)
 """
 
 
@@ -86,7 +85,7 @@ def transcripts(store: ObjectStore, settings: Settings) -> list[str]:
 def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The first words of jfk.flac ("And so, my fellow Americans"): real speech, quick to transcribe."""
     path = tmp_path_factory.mktemp("clip") / "clip.flac"
-    subprocess.run(["ffmpeg", "-v", "error", "-i", str(DATA / "jfk.flac"), "-t", "3.5", str(path)], check=True)
+    subprocess.run(["ffmpeg", "-v", "error", "-i", str(JFK), "-t", "3.5", str(path)], check=True)
     return path
 
 
@@ -94,7 +93,7 @@ def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def long_call(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """jfk.flac 15 times over (165 s, about 135 s of speech): more than one engine work unit at batch size 1."""
     path = tmp_path_factory.mktemp("long") / "long.flac"
-    subprocess.run(["ffmpeg", "-v", "error", "-stream_loop", "14", "-i", str(DATA / "jfk.flac"), str(path)],
+    subprocess.run(["ffmpeg", "-v", "error", "-stream_loop", "14", "-i", str(JFK), str(path)],
                    check=True)
     return path
 
@@ -127,16 +126,16 @@ def test_shard_killed_mid_way_then_retried(conf: Settings, model_dir: Path, long
     recordings = [o.key for o in store.list(bucket, PREFIX) if not o.key.endswith((".json", "_READY"))]
 
     results = [preprocess(r, store, conf) for r in sense(store, conf, DAY)]
-    shard = preprocessed_prefixes(results)
+    shard = preprocessed(results)
     assert len(shard) == 3 and results[0].key.endswith("c1.flac")
     unit = unit_seconds(load_engine(conf), conf)
     assert results[0].speech_seconds >= unit > results[1].speech_seconds + results[2].speech_seconds
 
     # The task's process dies (OOM killer, node loss) once the first transcript is written.
-    child = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(shard)], env=as_env(conf), cwd=PROJECT_ROOT,
+    child = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps([v.prefix for v in shard])], env=as_env(conf), cwd=PROJECT_ROOT,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
-    while not store.exists(conf.storage.artefacts_bucket, transcript_key(shard[0], conf)):
+    while not store.exists(conf.storage.artefacts_bucket, shard[0].transcript(model_tag(conf.asr))):
         assert child.poll() is None, child.stderr.read().decode()[-3000:] if child.stderr else ""
         assert time.monotonic() < deadline, "no transcript written in time"
         time.sleep(0.1)

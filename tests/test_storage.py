@@ -11,16 +11,9 @@ from pathlib import Path
 import pytest
 
 from asr_tasks.config import Settings
+from asr_tasks.intake.days import list_recordings, recording_for_file
+from asr_tasks.intake.stores import LocalStore, ObjectInfo, get_json, open_store, put_json
 from asr_tasks.models import recording_id_for
-from asr_tasks.storage import (
-    LocalStore,
-    ObjectInfo,
-    get_json,
-    list_recordings,
-    open_store,
-    put_json,
-    recording_for_file,
-)
 
 DAY = date(2024, 3, 7)
 PREFIX = "calls/2024/03/07/"
@@ -185,7 +178,7 @@ def test_list_recordings_ignores_invalid_sidecar(
     store.put_bytes(bucket, PREFIX + "c2.json", b"\xff\xfe\x00garbage")
     store.put_bytes(bucket, PREFIX + "c3.wav", b"three")
     store.put_bytes(bucket, PREFIX + "c3.json", b'["a list"]')
-    with caplog.at_level(logging.WARNING, logger="asr_tasks.storage"):
+    with caplog.at_level(logging.WARNING, logger="asr_tasks.intake.days"):
         recs = list_recordings(store, conf.storage, DAY)
     assert [r.call_id for r in recs] == ["c1", "c2", "c3"]
     assert all(r.agent_id is None and r.direction is None for r in recs)
@@ -261,7 +254,7 @@ def test_a_non_xml_answer_is_retried_by_its_status(status: int, transient: bool)
     """A proxy in front of MinIO that answers with HTML: only server errors and throttling are worth a retry."""
     from minio.error import InvalidResponseError
 
-    from asr_tasks.storage import is_transient, response_status
+    from asr_tasks.intake.stores import is_transient, response_status
 
     exc = InvalidResponseError(status, "text/html", "<html>busy</html>")
     assert response_status(exc) == status

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import asr_tasks.vad as vad
-from asr_tasks.vad import WINDOW, SileroVad, SpeechRegion, cut_chunks, speech_regions
+import asr_tasks.intake.vad as vad
+from asr_tasks.intake.vad import WINDOW, SileroVad, SpeechRegion, cut_chunks, speech_regions
 
 SR = 16000
 FRAME_S = WINDOW / SR

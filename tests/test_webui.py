@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import base64
 import csv
-import io
 import getpass
+import io
 import json
 import os
 import re
@@ -27,21 +27,22 @@ from typing import Any, Iterator
 
 import pytest
 import uvicorn
+from browser import Browser
 from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
 
-from asr_tasks.access_log import AccessLog
 from asr_tasks.config import PROJECT_ROOT, Settings
 from asr_tasks.index.sqlite import SqliteIndex
-from asr_tasks.ledger import open_ledger
+from asr_tasks.intake.demo_corpus import JFK
+from asr_tasks.intake.stores import LocalStore, MinioConfig, MinioStore
 from asr_tasks.models import Quarantine, Recording, Segment, Transcript, recording_id_for
-from asr_tasks.storage import LocalStore, MinioConfig, MinioStore
-from asr_tasks.webui import create_app
-from browser import Browser
+from asr_tasks.records.access_log import AccessLog
+from asr_tasks.records.ledger import open_ledger
+from asr_tasks.web.app import create_app
 
 ARTEFACTS = PROJECT_ROOT / "var" / "test-artefacts"
 JFK_KEY = "calls/2026/11/27/call_0005_jfk.flac"
-JFK_SOURCE = PROJECT_ROOT / "tests" / "data" / "jfk.flac"
+JFK_SOURCE = JFK
 ZH_KEY = "calls/2026/11/27/call_0009.wav"
 JFK_LINES = [
     (0.3, 3.0, "And so, my fellow Americans,"),
@@ -443,12 +444,12 @@ def test_asr_ui_answers_its_own_host_names_only(settings: Settings, world: tuple
 
 def test_a_call_with_personal_data_is_played_from_its_redacted_rendition(
         settings: Settings, world: tuple[SqliteIndex, LocalStore], jfk_rec: Recording, tmp_path: Path) -> None:
-    from asr_tasks.artefacts import gated_key_for, redacted_audio_key, version_prefix
+    from asr_tasks.version import RecordingVersion
 
     index, store = world
-    prefix = version_prefix(jfk_rec.call_date, jfk_rec.recording_id)
+    version = RecordingVersion.of(jfk_rec)
     bucket = settings.storage.artefacts_bucket
-    store.put_bytes(bucket, gated_key_for(prefix, "m"), json.dumps(
+    store.put_bytes(bucket, version.gated("m"), json.dumps(
         {"pii": [{"kind": "card", "start": 3.3, "end": 7.7}]}).encode())
     client = TestClient(create_app(settings))
     held = client.get(f"/audio/{jfk_rec.recording_id}")
@@ -456,7 +457,7 @@ def test_a_call_with_personal_data_is_played_from_its_redacted_rendition(
     rendition = tmp_path / "redacted.flac"
     subprocess.run(["ffmpeg", "-v", "error", "-i", str(JFK_SOURCE), "-af", "volume=0:enable='between(t,3,8)'",
                     str(rendition)], check=True)
-    store.put_file(bucket, redacted_audio_key(prefix), rendition)
+    store.put_file(bucket, version.redacted_audio, rendition)
     served = client.get(f"/audio/{jfk_rec.recording_id}")
     assert served.status_code == 200 and served.content == rendition.read_bytes()
     assert served.headers["content-type"] == "audio/flac"

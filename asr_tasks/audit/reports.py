@@ -1,0 +1,88 @@
+"""A day's audit run: the rules over its gated transcripts, the findings into the index, the report into storage.
+
+The report (HTML, CSV, JSON) links every finding to its second on the call page
+and lists who opened which call that day.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from asr_tasks.audit.rules import AuditResult, Finding, Rule, audit
+from asr_tasks.config import Settings
+from asr_tasks.index.base import TranscriptIndex
+from asr_tasks.intake.artefacts import Artefacts
+from asr_tasks.intake.stores import ObjectStore
+from asr_tasks.models import Transcript
+from asr_tasks.records.access_log import AccessLog
+from asr_tasks.records.ledger import open_ledger
+from asr_tasks.states import RecordingState
+from asr_tasks.templates import render
+from asr_tasks.text.pii import load_policy
+from asr_tasks.text.spreadsheet import spreadsheet_safe
+from asr_tasks.version import DayReports, RecordingVersion
+
+CSV_FIELDS = ["rule_id", "severity", "key", "agent_id", "speaker", "start", "end", "matched_text", "recording_id",
+              "description", "link"]
+
+
+def finding_link(f: Finding, search_url: str) -> str:
+    """Where the call page opens this recording at this second."""
+    return f"{search_url.rstrip('/')}/call/{f.recording_id}?t={f.start:.2f}"
+
+
+def report_csv(result: AuditResult, search_url: str) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore")
+    writer.writeheader()
+    for f in result.findings:
+        row = {**f.to_dict(), "link": finding_link(f, search_url)}
+        writer.writerow({name: spreadsheet_safe(value) for name, value in row.items()})
+    return buf.getvalue()
+
+
+def report_html(result: AuditResult, search_url: str, opened: list[dict[str, Any]]) -> str:
+    """The day's audit as a page: counts per rule and agent, each finding linked to its second, and who opened what."""
+    return render("qa_audit.html", day=result.call_date, summary=result.summary(),
+                  findings=[(f, finding_link(f, search_url)) for f in result.findings], opened=opened)
+
+
+def opened_on(day: str, settings: Settings) -> list[dict[str, Any]]:
+    """The recordings opened on the search page that day (UTC): who played or opened which, when, from where."""
+    start = datetime.fromisoformat(day).replace(tzinfo=timezone.utc)
+    entries = AccessLog(open_ledger(settings.ledger)).entries(since=start, until=start + timedelta(days=1),
+                                                              actions=("play", "read"))
+    return [{k: v for k, v in e.to_dict().items() if k in ("at", "user", "action", "recording_id", "detail")}
+            for e in entries]
+
+
+def day_transcripts(call_date: str, artefacts: Artefacts, settings: Settings) -> list[Transcript]:
+    """The day's gated transcripts of the configured model and pipeline version (the ledger says which)."""
+    return [artefacts.gated(RecordingVersion(call_date, row["recording_id"]))
+            for row in open_ledger(settings.ledger).final_rows(call_date, artefacts.model)
+            if row["state"] != RecordingState.QUARANTINED]
+
+
+def run_audit(call_date: str, rules: list[Rule], index: TranscriptIndex, store: ObjectStore,
+              settings: Settings) -> AuditResult:
+    """Audit a day's gated transcripts (from storage), store the findings and write the day's report (HTML, CSV, JSON).
+
+    The transcripts come from the artefacts the index was built from, not from the
+    index, so the audit sees the same data (``quality``, ``text_raw``, ...) on every backend.
+    """
+    artefacts = Artefacts.of(store, settings)
+    policy = load_policy(settings.postprocess.path("pii_dir"))
+    result = audit(day_transcripts(call_date, artefacts, settings), rules, call_date, policy)
+    index.replace_findings(call_date, [f.to_dict() for f in result.findings])
+    reports, search_url = DayReports(call_date), settings.web.search_url
+    opened = opened_on(call_date, settings)
+    store.put_bytes(artefacts.bucket, reports.audit("html"), report_html(result, search_url, opened).encode())
+    store.put_bytes(artefacts.bucket, reports.audit("csv"), report_csv(result, search_url).encode())
+    store.put_bytes(artefacts.bucket, reports.audit("json"), json.dumps(
+        {"summary": result.summary(), "findings": [f.to_dict() for f in result.findings], "opened": opened},
+        ensure_ascii=False, indent=1).encode())
+    return result

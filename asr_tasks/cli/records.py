@@ -1,0 +1,207 @@
+"""The ``asr`` commands of records management: erase, hold, release, retention, the access log and the roles.
+
+The user an action is recorded under is the account that runs the command: the
+command line is for operators with a shell on a worker, the web page has its own
+permissions (``permissions.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+from datetime import date, datetime, timedelta, timezone
+from typing import Any
+
+from asr_tasks.cli.console import print_json
+from asr_tasks.config import get_settings
+
+
+def _day(value: str | None, flag: str) -> str | None:
+    if value is None:
+        return None
+    try:
+        return date.fromisoformat(value).isoformat()
+    except ValueError:
+        raise SystemExit(f"asr: {flag} {value!r}: expected YYYY-MM-DD") from None
+
+
+def _parts() -> tuple[Any, ...]:
+    from asr_tasks.index.backends import open_index
+    from asr_tasks.intake.stores import open_store
+    from asr_tasks.records.access_log import AccessLog
+    from asr_tasks.records.ledger import open_ledger
+
+    settings = get_settings()
+    ledger = open_ledger(settings.ledger)
+    return settings, ledger, open_store(settings.storage), open_index(settings.index), AccessLog(ledger)
+
+
+def _holds() -> Any:
+    """The legal holds alone: placing, listing or releasing one needs neither the store nor the index."""
+    from asr_tasks.records.access_log import AccessLog
+    from asr_tasks.records.holds import Holds
+    from asr_tasks.records.ledger import open_ledger
+
+    ledger = open_ledger(get_settings().ledger)
+    return Holds(ledger, AccessLog(ledger))
+
+
+def cmd_erase(args: argparse.Namespace) -> int:
+    """Erase what was chosen; a key under a legal hold is left and its hold named (exit status 1)."""
+    from asr_tasks.records.erasure import Eraser, select_keys
+
+    settings, ledger, store, index, access = _parts()
+    keys = select_keys(ledger, key=args.key, recording_id=args.recording, customer=args.customer,
+                       before=_day(args.before, "--before"))
+    if not keys:
+        print("asr: erase: nothing to erase (no recording of that key, id, customer or date is left)",
+              file=sys.stderr)
+        return 1
+    result = Eraser(settings, ledger, store, index, access).erase(keys, args.why, getpass.getuser())
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        for key in result.erased:
+            print(f"erased   {key}")
+        for key, hold in result.held:
+            print(f"held     {key}: not erased, {hold}")
+    return 1 if result.held else 0
+
+
+def cmd_hold(args: argparse.Namespace) -> int:
+    from asr_tasks.records.holds import HoldError
+
+    holds = _holds()
+    if args.list:
+        listed = holds.listed(include_released=args.all)
+        if args.json:
+            print_json([h.to_dict() for h in listed])
+        for h in [] if args.json else listed:
+            state = "active" if h.active else f"released by {h.released_by} {h.released_at}: {h.release_why}"
+            print(f"{h.describe()} [{state}]")
+        return 0
+    scope, value = next(((s, v) for s, v in (("key", args.key), ("agent", args.agent), ("customer", args.customer))
+                         if v), ("dates", None))
+    if scope == "dates" and not (args.date_from or args.date_to):
+        print("asr: hold: name what to hold: --key, --agent, --customer or --from/--to", file=sys.stderr)
+        return 2
+    try:
+        hold = holds.place(scope, args.why or "", getpass.getuser(), value=value,
+                           date_from=_day(args.date_from, "--from"), date_to=_day(args.date_to, "--to"))
+    except HoldError as exc:
+        print(f"asr: hold: {exc}", file=sys.stderr)
+        return 2
+    print_json(hold.to_dict()) if args.json else print(hold.describe())
+    return 0
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    from asr_tasks.records.holds import HoldError
+
+    try:
+        hold = _holds().release(args.hold_id, args.why, getpass.getuser())
+    except HoldError as exc:
+        print(f"asr: release: {exc}", file=sys.stderr)
+        return 2
+    print(f"released {hold.describe()}")
+    return 0
+
+
+def cmd_retention(args: argparse.Namespace) -> int:
+    """What the daily retention DAG does, run once for one day."""
+    from asr_tasks.records.retention import run_retention
+
+    settings, ledger, store, index, access = _parts()
+    today = date.fromisoformat(_day(args.date, "--date") or date.today().isoformat())
+    run = run_retention(settings, today, ledger, store, index, access)
+    print_json(run.to_dict()) if args.json else print(
+        f"{today}: {run.erased} erased in {run.batches} batches, {run.held} held, {run.finished} interrupted "
+        "erasures finished" + ("" if settings.storage.retention_days else " (no retention_days rule: nothing expires)"))
+    return 0
+
+
+def cmd_access_log(args: argparse.Namespace) -> int:
+    from asr_tasks.records.access_log import AccessLog
+    from asr_tasks.records.ledger import open_ledger
+
+    since = _day(args.since, "--since")
+    until = _day(args.until, "--until")
+    entries = AccessLog(open_ledger(get_settings().ledger)).entries(
+        since=datetime.fromisoformat(since).replace(tzinfo=timezone.utc) if since else None,
+        until=(datetime.fromisoformat(until).replace(tzinfo=timezone.utc) + timedelta(days=1)) if until else None,
+        user=args.user, recording_id=args.recording, actions=tuple(args.action or ()))
+    if args.json:
+        print_json([e.to_dict() for e in entries])
+        return 0
+    for e in entries:
+        what = " ".join(x for x in (e.recording_id and f"recording {e.recording_id}",
+                                    e.query is not None and f"query {e.query!r}",
+                                    e.filters and json.dumps(e.filters, ensure_ascii=False),
+                                    e.hits is not None and f"{e.hits} hits", e.detail) if x)
+        print(f"{e.at}  {e.user:<16} {e.action:<8} {what}")
+    if not entries:
+        print("no access recorded for that choice", file=sys.stderr)
+    return 0
+
+
+def cmd_roles(args: argparse.Namespace) -> int:
+    """The roles of the search page's permissions, as Airflow's FAB auth manager takes them (``[fab] custom_roles``)."""
+    from asr_tasks.records.permissions import PERMISSIONS, RESOURCE, fab_custom_roles
+
+    if args.table:
+        for name, p in PERMISSIONS.items():
+            print(f"{p.role:<24} {p.action} on {RESOURCE!r}: {p.allows} ({name})")
+        return 0
+    print(fab_custom_roles())
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    p = sub.add_parser("erase", help="erase recordings with everything they left (index, artefacts, reports)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--key", help="an object key (every version of it)")
+    which.add_argument("--recording", help="a recording id (every version of its key)")
+    which.add_argument("--customer", help="a customer id: all of the customer's calls")
+    which.add_argument("--before", help="YYYY-MM-DD: every call before that day")
+    p.add_argument("--why", required=True, help="the reason, kept on the tombstone and in the access log")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_erase)
+
+    p = sub.add_parser("hold", help="place a legal hold (nothing erases what it covers), or list the holds")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--key", help="an object key")
+    which.add_argument("--agent", help="an agent id: all of the agent's calls")
+    which.add_argument("--customer", help="a customer id: all of the customer's calls")
+    which.add_argument("--list", action="store_true", help="the active holds (--all: released ones too)")
+    p.add_argument("--from", dest="date_from", help="YYYY-MM-DD: calls from this day (with --to)")
+    p.add_argument("--to", dest="date_to", help="YYYY-MM-DD: calls up to this day")
+    p.add_argument("--why", help="the reason (required to place a hold)")
+    p.add_argument("--all", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_hold)
+
+    p = sub.add_parser("release", help="release a legal hold")
+    p.add_argument("hold_id", type=int)
+    p.add_argument("--why", required=True)
+    p.set_defaults(func=cmd_release)
+
+    p = sub.add_parser("retention", help="erase what retention_days has expired (what the retention DAG runs)")
+    p.add_argument("--date", help="YYYY-MM-DD, the day it runs for (default: today)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_retention)
+
+    p = sub.add_parser("access-log", help="who searched, played, exported, erased or held what")
+    p.add_argument("--since", help="YYYY-MM-DD")
+    p.add_argument("--until", help="YYYY-MM-DD (that day included)")
+    p.add_argument("--user")
+    p.add_argument("--recording", help="a recording id")
+    p.add_argument("--action", action="append", help="search, play, export, erase, hold, release (repeatable)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_access_log)
+
+    p = sub.add_parser("roles", help="the search page's roles as [fab] custom_roles JSON (--table: as a table)")
+    p.add_argument("--table", action="store_true")
+    p.set_defaults(func=cmd_roles)
+

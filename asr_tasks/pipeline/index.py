@@ -1,0 +1,89 @@
+"""The index stage: gated transcripts and quarantines into the search index, the ledger's final states, and
+the day's quality report; and a day's index rebuilt from what is stored."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+from asr_tasks.config import Settings
+from asr_tasks.gate.reports import report_row, write_reports
+from asr_tasks.index.base import TranscriptIndex
+from asr_tasks.intake.artefacts import Artefacts
+from asr_tasks.intake.stores import ObjectStore
+from asr_tasks.pipeline.results import StageResult
+from asr_tasks.records.ledger import open_ledger
+from asr_tasks.states import RecordingState
+from asr_tasks.text.masking import configured_policy, remask
+from asr_tasks.version import RecordingVersion
+
+UNCHANGED = "unchanged"
+
+
+def index_results(
+    results: list[StageResult], store: ObjectStore, index: TranscriptIndex, settings: Settings
+) -> dict[str, int]:
+    """Index gated transcripts and record quarantines; what the ledger says was indexed already is left alone.
+
+    The ledger's final state is written after the index documents, so a crash between
+    the two indexes the recording again (replacing itself). A version the ledger marks
+    superseded is not indexed: it would replace the newer version's documents. The day's quality report
+    is written from the gated transcripts.
+    """
+    artefacts = Artefacts.of(store, settings)
+    ledger = open_ledger(settings.ledger)
+    counts: Counter[str] = Counter()
+    rows: list[dict[str, Any]] = []
+    for result in results:
+        if ledger.state(result.recording_id) == RecordingState.SUPERSEDED:
+            counts[RecordingState.SUPERSEDED] += 1  # a newer version of the object was sensed: it is the view's
+            continue
+        final = ledger.finished(result.recording_id)
+        started = time.monotonic()
+        if result.state == RecordingState.QUARANTINED:
+            if final:
+                counts[UNCHANGED] += 1
+                continue
+            quarantine = artefacts.quarantine(result.version)
+            index.record_quarantine(quarantine)
+            ledger.advance(result.recording_id, RecordingState.QUARANTINED, reason=quarantine.reason)
+            ledger.timed(result.recording_id, "index", time.monotonic() - started)
+            counts[RecordingState.QUARANTINED] += 1
+            continue
+        transcript = artefacts.gated(result.version)
+        rows.append(report_row(transcript))
+        if final:
+            counts[UNCHANGED] += 1
+            continue
+        index.replace_recording(transcript)
+        ledger.advance(result.recording_id, transcript.state, reason=transcript.reason, stage="index",
+                       seconds=time.monotonic() - started, segments=len(transcript.segments))
+        counts[transcript.state] += 1
+    if counts.keys() - {UNCHANGED, RecordingState.SUPERSEDED}:
+        write_reports(rows, artefacts, settings.quality)
+    return {str(state): n for state, n in counts.items()}
+
+
+def reindex_day(call_date: str, store: ObjectStore, index: TranscriptIndex, settings: Settings) -> dict[str, int]:
+    """Rebuild a day's index documents from gated transcripts and quarantine records; loads no model.
+
+    A transcript masked by another PII policy than the configured one (or by none, when
+    redaction was off) is masked again first: its raw and gated artefacts are rewritten
+    and its redacted audio rendered, so a changed pattern reaches what is stored.
+    """
+    artefacts = Artefacts.of(store, settings)
+    counts: Counter[str] = Counter()
+    policy = configured_policy(settings)
+    for row in open_ledger(settings.ledger).final_rows(call_date, artefacts.model):
+        version = RecordingVersion(call_date, row["recording_id"])
+        if row["state"] == RecordingState.QUARANTINED:
+            index.record_quarantine(artefacts.quarantine(version))
+        else:
+            transcript = artefacts.gated(version)
+            if policy is not None and transcript.pii_policy != policy.identity:
+                transcript = remask(transcript, policy, artefacts, settings)
+                counts["masked again"] += 1
+            index.replace_recording(transcript)
+        counts[row["state"]] += 1
+    return dict(counts)

@@ -1,0 +1,54 @@
+"""The day's recordings, entered in the ledger, and the shards the day's tasks take them in."""
+
+from __future__ import annotations
+
+import logging
+from datetime import date, timedelta
+
+from asr_tasks import PIPELINE_VERSION
+from asr_tasks.config import AirflowSettings, Settings
+from asr_tasks.intake.days import list_recordings
+from asr_tasks.intake.stores import ObjectStore
+from asr_tasks.models import Recording
+from asr_tasks.records.ledger import open_ledger
+from asr_tasks.version import model_tag
+
+log = logging.getLogger(__name__)
+
+
+def sense(store: ObjectStore, settings: Settings, day: date) -> list[Recording]:
+    """The day's recordings, and those that arrived late for the ``resense_days`` before it (versions the
+    ledger has not seen), each entered in the ledger (a new ETag or model version starts its row over)."""
+    ledger = open_ledger(settings.ledger)
+    recordings = list_recordings(store, settings.storage, day)
+    late: list[Recording] = []
+    for back in range(1, settings.storage.resense_days + 1):
+        earlier = list_recordings(store, settings.storage, day - timedelta(days=back))
+        seen = ledger.known(r.recording_id for r in earlier)
+        if seen:  # that day's own run has sensed it; a day not yet run (a backfill's gap) is left to its run
+            late += [r for r in earlier if r.recording_id not in seen]
+    ledger.sensed(recordings + late, model_tag(settings.asr), PIPELINE_VERSION)
+    log.info("%s: %d recordings under %s, %d late for earlier days", day, len(recordings),
+             settings.storage.recordings_prefix, len(late))
+    return recordings + late
+
+
+def plan_shards(recordings: list[Recording], settings: AirflowSettings) -> list[list[Recording]]:
+    """The day's recordings in shards of at most ``shard_max_recordings`` and ``shard_max_bytes``, in key order.
+
+    A shard is one preprocessing task (CPU workers) followed by one transcription
+    task (GPU pool). Shards are planned from the listing, before any decoding, so
+    the GPU starts on the first shard while the CPU workers preprocess the next,
+    and a day of thousands of calls is a few dozen task instances, not thousands.
+    """
+    shards: list[list[Recording]] = []
+    size = 0
+    for rec in sorted(recordings, key=lambda r: r.key):
+        full = bool(shards) and (len(shards[-1]) >= settings.shard_max_recordings
+                                 or size + rec.size > settings.shard_max_bytes)
+        if not shards or full:
+            shards.append([])
+            size = 0
+        shards[-1].append(rec)
+        size += rec.size
+    return shards

@@ -1,0 +1,95 @@
+"""The search page: find what was said, see who said it and when, and hear it from that second.
+
+A FastAPI app over the configured index and object store. It runs on its own
+(``asr ui``) or inside Airflow's API server as a plugin (``plugins/search_page.py``),
+which adds Airflow's authentication as an app-wide dependency. Every URL in the
+page is relative to ``<base href>``, so the same page works at ``/`` and under a
+plugin prefix such as ``/search/``.
+
+The routes live in ``routers/``, one router per area and permission; what they
+share from the app (settings, index, store, ledger, the signed-in user) is in
+``deps.py``, and every HTML page is rendered by ``pages.py``.
+
+Everything an uploader controls is treated as hostile (``routers/audio.py``);
+every response carries a Content-Security-Policy (scripts and styles only with
+the page's own nonce), ``nosniff`` and a frame ban; inputs out of range answer
+4xx with a message.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Sequence
+
+from fastapi import FastAPI, Request, params
+from fastapi.responses import Response
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+from asr_tasks.config import Settings, get_settings
+from asr_tasks.index.base import TranscriptIndex
+from asr_tasks.intake.stores import ObjectStore
+from asr_tasks.records.access_log import AccessLog
+from asr_tasks.records.ledger import open_ledger
+from asr_tasks.records.permissions import PERMISSIONS
+from asr_tasks.web.deps import Authorize, guard, single_user
+from asr_tasks.web.routers import access_log, audio, call, exports, progress, records, search, unredacted
+
+# Each router's routes ask for its PERMISSION.
+ROUTERS = (search, audio, unredacted, access_log, call, exports, progress, records)
+
+
+def security_headers(nonce: str) -> dict[str, str]:
+    """What every response carries: the page may run only its own script and style, and nothing may frame it."""
+    return {
+        "Content-Security-Policy": (
+            f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; media-src 'self' https: "
+            "blob:; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'self'; "
+            "frame-ancestors 'none'"
+        ),
+        "X-Content-Type-Options": "nosniff",
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "no-referrer",
+    }
+
+
+async def with_security_headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    """A fresh nonce per request (the page's template writes it on its script and style), and the headers."""
+    request.state.nonce = secrets.token_urlsafe(16)
+    response = await call_next(request)
+    for name, value in security_headers(request.state.nonce).items():
+        response.headers.setdefault(name, value)
+    return response
+
+
+def create_app(
+    settings: Settings | None = None,
+    dependencies: Sequence[params.Depends] = (),
+    index: TranscriptIndex | None = None,
+    store: ObjectStore | None = None,
+    allowed_hosts: Sequence[str] | None = None,
+    authorize: Authorize = single_user,
+) -> FastAPI:
+    """The search app; ``dependencies`` guard every route (Airflow passes its authentication).
+
+    ``authorize(permission)`` is a dependency that answers the signed-in user's name, or 403
+    when they lack the permission (``permissions.py``); every route asks for its own, and
+    what a user searched and played goes to the access log under that name.
+    ``allowed_hosts`` (``asr ui``: the loopback names) refuses any other Host header, so a page
+    on another site cannot reach this one through DNS rebinding. No schema or docs routes.
+    ``index`` and ``store``, when not given, are opened from ``settings`` by the first request that needs them.
+    """
+    settings = settings or get_settings()
+    app = FastAPI(title="Call transcript search", dependencies=list(dependencies), docs_url=None, redoc_url=None,
+                  openapi_url=None)
+    app.state.settings = settings
+    app.state.index = index
+    app.state.store = store
+    app.state.access = AccessLog(open_ledger(settings.ledger))
+    app.middleware("http")(with_security_headers)
+    if allowed_hosts:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
+    guards = {permission: guard(authorize(permission)) for permission in PERMISSIONS}
+    for area in ROUTERS:
+        app.include_router(area.router, dependencies=[guards[area.PERMISSION]])
+    return app

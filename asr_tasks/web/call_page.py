@@ -1,0 +1,177 @@
+"""What the call page shows: the conversation turn by turn, its findings, its analytics, and a timeline picture.
+
+Turns are a speaker's consecutive segments; each segment keeps its times so a
+click plays from there and playback highlights it. The search terms of the hit
+the page was opened from are marked in the text. The timeline is an SVG drawn
+here: one lane per speaker with their talk, silences and overlaps on the axis
+below, findings as markers; the page maps a click on it to a second.
+Transcripts export as plain text, SRT, WebVTT and JSON.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from markupsafe import Markup
+
+from asr_tasks.index.query import Node, Term, clock
+from asr_tasks.index.query import parse as parse_query
+from asr_tasks.models import Segment
+from asr_tasks.text.analytics import intersect
+
+TIMELINE_WIDTH = 1000
+LABEL_WIDTH = 70  # the lanes' names, left of the time axis
+LANE_HEIGHT = 18
+EXPORT_FORMATS = ("txt", "srt", "vtt", "json")
+
+
+@dataclass
+class Turn:
+    speaker: str
+    channel: int
+    start: float
+    end: float
+    segments: list[Segment] = field(default_factory=list)
+
+
+def turns(segments: Iterable[Segment]) -> list[Turn]:
+    """Consecutive segments of one speaker, in time order, as one turn."""
+    out: list[Turn] = []
+    for seg in sorted(segments, key=lambda s: (s.start, s.channel)):
+        if out and out[-1].speaker == seg.speaker:
+            out[-1].segments.append(seg)
+            out[-1].end = max(out[-1].end, seg.end)
+        else:
+            out.append(Turn(seg.speaker, seg.channel, seg.start, seg.end, [seg]))
+    return out
+
+
+def query_terms(query: str) -> list[str]:
+    """The words and phrases a search asked for (not those it excluded), longest first, to mark them in the text."""
+    found: set[str] = set()
+
+    def walk(node: Node) -> None:
+        if isinstance(node, Term):
+            found.add(node.text)
+        else:
+            for item in node.items:  # an And's ``exclude`` is what must not be said: not marked
+                walk(item)
+
+    node = parse_query(query) if query.strip() else None
+    if node is not None:
+        walk(node)
+    return sorted((t for t in found if t.strip()), key=len, reverse=True)
+
+
+def marked(text: str, terms: list[str]) -> Markup:
+    """The text escaped, each occurrence of a term in <mark> (case-insensitive)."""
+    if not terms:
+        return Markup(html.escape(text))
+    pattern = re.compile("|".join(re.escape(t) for t in terms), re.IGNORECASE)
+    out, at = [], 0
+    for match in pattern.finditer(text):
+        out += [html.escape(text[at : match.start()]), f'<mark class="match">{html.escape(match.group())}</mark>']
+        at = match.end()
+    out.append(html.escape(text[at:]))
+    return Markup("".join(out))
+
+
+def timeline_svg(duration: float, analytics: dict[str, Any], findings: list[dict[str, Any]],
+                 speakers: list[str]) -> Markup:
+    """The call on one axis: each speaker's talk in their lane, silences and overlaps below, findings as markers."""
+    scale = (TIMELINE_WIDTH - LABEL_WIDTH) / duration if duration > 0 else 0.0
+
+    def x(t: float) -> str:
+        return f"{LABEL_WIDTH + t * scale:.1f}"
+
+    speech = {name: [(float(a), float(b)) for a, b in spans] for name, spans in (analytics.get("speech") or {}).items()}
+    lanes = [name for name in speakers if name in speech] or sorted(speech)
+    height = LANE_HEIGHT * (len(lanes) + 1) + 24
+    parts = [f'<svg id="timeline" class="timeline" viewBox="0 0 {TIMELINE_WIDTH} {height}" '
+             f'width="100%" height="{height}" data-duration="{duration:.3f}" data-axis-from="{LABEL_WIDTH}" '
+             f'data-axis-width="{TIMELINE_WIDTH - LABEL_WIDTH}" data-view-width="{TIMELINE_WIDTH}" role="img" '
+             'aria-label="Timeline: each speaker\'s talk, silences, overlaps and findings">']
+    for n, name in enumerate(lanes):
+        y = n * LANE_HEIGHT
+        parts.append(f'<text x="2" y="{y + 13}" class="lane-name">{html.escape(name)}</text>')
+        for a, b in speech[name]:
+            parts.append(f'<rect class="talk {html.escape(name)}" x="{x(a)}" y="{y + 2}" '
+                         f'width="{max(1.0, (b - a) * scale):.1f}" height="{LANE_HEIGHT - 4}"><title>{html.escape(name)} '
+                         f'{a:.1f}-{b:.1f} s</title></rect>')
+    y = len(lanes) * LANE_HEIGHT
+    for a, b in analytics.get("silences") or []:
+        parts.append(f'<rect class="silence" x="{x(a)}" y="{y + 4}" width="{max(1.0, (b - a) * scale):.1f}" '
+                     f'height="{LANE_HEIGHT - 8}"><title>silence {a:.1f}-{b:.1f} s</title></rect>')
+    if len(lanes) == 2:
+        for a, b in intersect(speech[lanes[0]], speech[lanes[1]]):
+            parts.append(f'<rect class="overlap" x="{x(a)}" y="{y + 2}" '
+                         f'width="{max(1.0, (b - a) * scale):.1f}" height="{LANE_HEIGHT - 4}">'
+                         f'<title>overlap {a:.1f}-{b:.1f} s</title></rect>')
+    for f in findings:
+        parts.append(f'<path class="finding {html.escape(str(f["severity"]))}" d="M{x(float(f["start"]))} {y + LANE_HEIGHT + 2} '
+                     f'l5 9 h-10 z"><title>{html.escape(str(f["rule_id"]))} at {float(f["start"]):.1f} s</title></path>')
+    ticks = max(1, int(duration // 60) or 1)
+    step = duration / ticks if duration else 0
+    for k in range(ticks + 1):
+        t = k * step
+        parts.append(f'<text x="{min(float(x(t)), TIMELINE_WIDTH - 30):.1f}" y="{height - 2}" class="tick">'
+                     f'{int(t // 60)}:{int(t % 60):02d}</text>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def flagger(findings: list[dict[str, Any]]) -> Callable[[Segment], str]:
+    """What a segment is flagged for: the findings whose matched text it overlaps, rule and description."""
+    def flag(seg: Segment) -> str:
+        return "; ".join(f"{f['rule_id']}: {f['description']}" for f in findings
+                         if float(f["start"]) < seg.end and seg.start < float(f["end"]) and f["matched_text"])
+
+    return flag
+
+
+def call_view(rec: dict[str, Any], segments: list[Segment], findings: list[dict[str, Any]], terms: list[str],
+              t: float) -> dict[str, Any]:
+    """What call.html is filled with: the turns with the search's ``terms`` marked, the findings, the analytics
+    and the timeline, opened at second ``t``; the page's language is the call's when it has one."""
+    speakers = [name for _, name in sorted({(s.channel, s.speaker) for s in segments})]
+    analytics = rec.get("analytics") or {}
+    languages = {s.language for s in segments if s.language} or {rec.get("language") or "en"}
+    return {
+        "rec": rec, "turns": turns(segments), "findings": findings, "analytics": analytics,
+        "timeline": timeline_svg(float(rec.get("duration") or 0.0), analytics, findings, speakers),
+        "channels": len(analytics.get("speech") or {}) or len(speakers),
+        "failures": [f for f in (rec.get("quality_failures") or "").split(",") if f],
+        "terms": terms, "mark": lambda text: marked(text, terms), "flag": flagger(findings), "clock": clock, "t": t,
+        "formats": EXPORT_FORMATS, "lang": languages.pop() if len(languages) == 1 else "en",
+    }
+
+
+def _stamp(seconds: float, separator: str) -> str:
+    ms = int(round(seconds * 1000))
+    return f"{ms // 3600000:02d}:{ms // 60000 % 60:02d}:{ms // 1000 % 60:02d}{separator}{ms % 1000:03d}"
+
+
+def export_transcript(fmt: str, rec: dict[str, Any], segments: list[Segment]) -> str:
+    """A call's transcript as plain text, SRT, WebVTT or JSON (segments in time order, speakers named)."""
+    ordered = sorted(segments, key=lambda s: (s.start, s.channel))
+    if fmt == "txt":
+        head = f"{rec.get('key')} ({rec.get('call_date') or 'undated'}, agent {rec.get('agent_id') or '-'})\n\n"
+        return head + "".join(f"[{_stamp(s.start, '.')}] {s.speaker}: {s.text}\n" for s in ordered)
+    if fmt == "srt":
+        return "\n".join(f"{n}\n{_stamp(s.start, ',')} --> {_stamp(s.end, ',')}\n{s.speaker}: {s.text}\n"
+                         for n, s in enumerate(ordered, 1))
+    if fmt == "vtt":
+        return "WEBVTT\n\n" + "\n".join(f"{_stamp(s.start, '.')} --> {_stamp(s.end, '.')}\n<v {s.speaker}>{s.text}\n"
+                                        for s in ordered)
+    if fmt == "json":
+        fields = ("recording_id", "key", "call_date", "agent_id", "customer_id", "direction", "duration", "quality")
+        return json.dumps({**{k: rec.get(k) for k in fields},
+                           "segments": [{"speaker": s.speaker, "channel": s.channel, "start": s.start, "end": s.end,
+                                         "text": s.text} for s in ordered]}, ensure_ascii=False, indent=1)
+    raise ValueError(f"unknown transcript format {fmt!r} (formats: {', '.join(EXPORT_FORMATS)})")
+
