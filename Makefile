@@ -55,7 +55,7 @@ lint: test-venv
 # docs/ as a MkDocs site (mkdocs.yml) in var/site/; --strict: a broken link or anchor, or a page outside the nav, fails it.
 # NO_MKDOCS_2_WARNING: mkdocs-material's notice about its successor, printed on every build, is not a build warning.
 docs: export NO_MKDOCS_2_WARNING := 1
-docs: test-venv
+docs: $(VENV)/.installed-docs
 	$(BIN)/mkdocs build --strict
 
 # Airflow on CeleryExecutor against PostgreSQL and Redis servers the tests start: a DAG run, a backfill with a fault (about 4-5 minutes).
@@ -102,7 +102,13 @@ $(VENV)/.installed: requirements.txt constraints.txt pyproject.toml
 
 test-venv: $(VENV)/.installed-test
 
-$(VENV)/.installed-test: $(VENV)/.installed requirements-dev.txt requirements-transformers.txt constraints.txt
+# The site's two packages alone: `make docs` needs neither the test servers nor torch.
+$(VENV)/.installed-docs: $(VENV)/.installed requirements-docs.txt constraints.txt
+	$(BIN)/pip install $(PIP_QUIET) -r requirements-docs.txt -c constraints.txt 2> >(grep -v "is ignored" >&2)
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed requirements-dev.txt requirements-docs.txt requirements-transformers.txt \
+  constraints.txt
 	@echo "== adding the test and transformers requirements to $(VENV) (torch from PyPI: a CUDA build, several GB)"
 	$(BIN)/pip install $(PIP_QUIET) -r requirements.txt -r requirements-dev.txt -r requirements-transformers.txt \
 	  -c constraints.txt 2> >(grep -v "is ignored" >&2)

@@ -403,7 +403,11 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, env: dict[s
     path = Path(config_file or env.get("ASR_CONFIG") or DEFAULT_CONFIG_FILE)
     from_file: dict[str, Any] = {}
     if path.exists():
-        from_file = _file_values(path, yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        from_file = _file_values(path, loaded or {})
     elif config_file or env.get("ASR_CONFIG"):
         raise ConfigError(f"{path}: config file not found")
 

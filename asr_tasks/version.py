@@ -8,6 +8,7 @@ thing is. Light enough for the web app: no I/O, only keys.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from asr_tasks import PIPELINE_VERSION
 from asr_tasks.config import AsrSettings
@@ -52,6 +53,12 @@ class RecordingVersion:
         return cls(rec.call_date, rec.recording_id)
 
     @classmethod
+    def indexed(cls, document: dict[str, Any]) -> RecordingVersion:
+        """The version an index document was made from: the pipeline version that indexed it, not this one."""
+        return cls(document.get("call_date"), document["recording_id"],
+                   str(document.get("pipeline_version") or PIPELINE_VERSION))
+
+    @classmethod
     def at(cls, prefix: str) -> RecordingVersion:
         """The version whose artefacts are under ``prefix`` (``v<pipeline>/<date>/<recording id>``)."""
         version, day, recording_id = prefix.strip("/").split("/")
@@ -81,9 +88,9 @@ class RecordingVersion:
         """Why the recording could not be decoded (``Quarantine``): its version's end."""
         return f"{self.prefix}/quarantine.json"
 
-    def pcm(self, name: str) -> str:
-        """A decoded channel (16 kHz mono s16le) the engine reads its chunks from."""
-        return f"{self.prefix}/{name}"
+    def pcm(self, channel: int) -> str:
+        """A decoded channel (16 kHz mono s16le; -1: the one mono mix) the engine reads its chunks from."""
+        return f"{self.prefix}/{'mix' if channel < 0 else f'ch{channel}'}.pcm"
 
     def transcript(self, model: str) -> str:
         """The raw transcript: the engine's text, stitched, post-processed and masked, not yet gated."""

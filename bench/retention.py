@@ -69,7 +69,7 @@ def fill(root: Path, count: int) -> dict[str, str]:
             put_json(store, settings.storage.artefacts_bucket, key, transcript.to_dict())
         put_json(store, settings.storage.artefacts_bucket, version.manifest, {"recording": rec.to_dict()})
         for channel in (0, 1):
-            store.put_bytes(settings.storage.artefacts_bucket, version.pcm(f"ch{channel}.pcm"), b"\0" * 32000)
+            store.put_bytes(settings.storage.artefacts_bucket, version.pcm(channel), b"\0" * 32000)
         index.replace_recording(transcript)
         recs.append(rec)
         rows.append({"recording_id": rec.recording_id, "key": key, "call_date": DAY, "quality": "pass",

@@ -17,13 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from stages import transcript_of
+
 from asr_tasks.config import Settings
 from asr_tasks.gate.checks import RECORDING_SUITE, SEGMENT_SUITE, read_suite, recording_table, segment_table, validate
 from asr_tasks.intake.audio import read_pcm
 from asr_tasks.intake.days import recording_for_file
 from asr_tasks.models import SAMPLE_RATE, Transcript
 from asr_tasks.pipeline.preprocess import preprocess_local
-from asr_tasks.pipeline.transcribe import build_transcript, load_engine, transcribe_group
+from asr_tasks.pipeline.transcribe import load_engine, transcribe_group
 from asr_tasks.text.postprocess import hotword_terms
 
 # What call centre agents and customers say (the first twelve sentences of bench/synthetic.py).
@@ -112,7 +114,7 @@ def transcribe_items(items: list[Item], work: Path, settings: Settings) -> list[
         audio.append([(c, read_pcm(pcm[c.channel], SAMPLE_RATE, c.start, c.end)) for c in pre.chunks])
     owners = [n for n, chunks in enumerate(audio) for _ in chunks]
     segments = transcribe_group(engine, [x for chunks in audio for x in chunks], owners, len(items))
-    return [build_transcript(pre, segs, engine.model_name, settings, gate=False) for pre, segs in zip(pres, segments)]
+    return [transcript_of(pre, segs, engine.model_name, settings, gate=False) for pre, segs in zip(pres, segments)]
 
 
 def outcomes(items: list[Item], transcripts: list[Transcript], settings: Settings) -> list[tuple[str, bool, list[str]]]:

@@ -1,6 +1,6 @@
 """The library's shape as its own source states it: modules, the imports between them, floors, cycles, sizes.
 
-Read with ``ast`` (nothing is imported), so an import inside a function counts
+Read with ``ast`` (no module of the library is run), so an import inside a function counts
 like one at the top: a lazy import cannot hide a step up the floors. Used by
 ``tests/test_layout.py`` (the rules) and ``bench/layout.py`` (the figures).
 """
@@ -50,11 +50,6 @@ class Layout:
     imports: dict[str, set[str]]  # module -> library modules it imports (any depth, any place in the file)
     functions: list[Function]
 
-    def package(self, module: str) -> str:
-        """The floor a module stands on: its first package below ``asr_tasks``, or ``asr_tasks`` itself."""
-        parts = module.split(".")
-        return parts[1] if len(parts) > 1 and ".".join(parts[:2]) in self.packages() else "asr_tasks"
-
     def packages(self) -> set[str]:
         return {m for m, path in self.modules.items() if path.name == "__init__.py" and m.count(".") == 1}
 
@@ -94,7 +89,7 @@ class Layout:
                 visit(node)
         return groups
 
-    def floors(self) -> int:
+    def layers(self) -> int:
         """Layers of the import graph: the longest chain of imports, counted in modules (cycles cut)."""
         depth: dict[str, int] = {}
 
@@ -117,7 +112,7 @@ class Layout:
             "modules": len(self.modules),
             "packages": sorted(self.packages()),
             "imports": sum(len(t) for t in self.imports.values()),
-            "layers": self.floors(),
+            "layers": self.layers(),
             "cycles": self.cycles(),
             "upward_imports": self.upward(),
             "longest_function": f"{longest.module}.{longest.name} ({longest.lines} lines)",

@@ -118,6 +118,11 @@ def check_token_rates(r: Report) -> None:
     assert positive(r["configured"]["max_tokens_per_second"])
 
 
+def check_layout(r: Report) -> None:
+    assert r["modules"] > 50 and r["imports"] > r["modules"] and r["layers"] > 3
+    assert r["cycles"] == [] and r["upward_imports"] == [] and r["functions_over_80_lines"] == 0
+
+
 def check_transcribe(r: Report) -> None:
     assert r["recordings"] >= r["transcribed"] > 0
     assert positive(r["audio_seconds"], r["speech_seconds"], r["preprocess_audio_s_per_wall_s"],
@@ -127,6 +132,7 @@ def check_transcribe(r: Report) -> None:
 CASES: dict[str, tuple[str | None, Callable[[Report], None]]] = {  # script: (a test server it needs, checks)
     "asr_engines.py": (None, check_asr_engines),
     "call_page.py": (None, check_call_page),
+    "layout.py": (None, check_layout),
     "listing.py": ("minio_server", check_listing),
     "pii.py": (None, check_pii),
     "pipeline.py": (None, check_pipeline),
@@ -145,6 +151,8 @@ DOCUMENTED = {  # the top-level keys each script's docstring lists
                        "blocks", "batch_size_sweep"},
     "call_page.py": {"call_segments", "call_page_ms_median", "call_page_ms_first", "call_page_kb", "export_hits",
                      "export"},
+    "layout.py": {"modules", "packages", "imports", "layers", "cycles", "upward_imports", "longest_function",
+                  "functions_over_80_lines", "longest_module"},
     "listing.py": {"server", "objects_under_prefix", "fill_seconds", "fill_objects_per_second", "list_keys_seconds",
                    "list_with_etags_seconds", "sensor_poke_quiet_seconds", "sensor_poke_marker_missing_seconds",
                    "sensor_poke_marker_present_seconds", "client_cpu_seconds", "quiet_poke_http_requests",

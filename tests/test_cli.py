@@ -69,6 +69,7 @@ def test_config_masks_passwords_inside_urls() -> None:
     shown = asr("config", env=env).stdout
     assert "s3cr" not in shown and "hunter2" not in shown
     assert "postgresql+psycopg2://asr:***@db:5432/asr" in shown and "https://es:9200" in shown
+    assert "max_tokens_per_second: 10.0" in shown  # a word inside a name (tokens) is not a secret
 
 
 def test_transcribe_shows_a_progress_bar_on_a_terminal_and_none_for_scripts(jfk: Path, model_dir: Path) -> None:

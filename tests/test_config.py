@@ -287,3 +287,9 @@ def test_per_language_token_rates_are_numbers(tmp_path: Path) -> None:
     assert s.asr.language_tokens_per_second == {"zh": 14.0}
     with pytest.raises(ConfigError, match="language_tokens_per_second"):
         load_settings(config_file=write_yaml(tmp_path, "language_tokens_per_second: {zh: fast}\n"), env={})
+
+
+def test_a_config_file_that_is_not_yaml_names_the_file(tmp_path: Path) -> None:
+    path = write_yaml(tmp_path, "audio:\n  vad_threshold: [0.5\n")
+    with pytest.raises(ConfigError, match=f"{path}: not valid YAML"):
+        load_settings(config_file=path, env={})

@@ -8,13 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from stages import transcript_of
 
 from asr_tasks.config import Settings
 from asr_tasks.intake.audio import read_pcm
 from asr_tasks.intake.days import recording_for_file
 from asr_tasks.models import SAMPLE_RATE
 from asr_tasks.pipeline.preprocess import preprocess_local
-from asr_tasks.pipeline.transcribe import build_transcript
 from asr_tasks.transcription.ctranslate2 import check_model_dir
 from asr_tasks.transcription.engine import ModelError
 from asr_tasks.transcription.engines import get_engine
@@ -58,7 +58,7 @@ def test_jfk_transcribed_with_absolute_times(settings: Settings, model_dir: Path
     segments = []
     for chunk in pre.chunks:
         segments += engine.transcribe(chunk, read_pcm(pcm[chunk.channel], SAMPLE_RATE, chunk.start, chunk.end))
-    transcript = build_transcript(pre, segments, engine.model_name)
+    transcript = transcript_of(pre, segments, engine.model_name)
     text = words(" ".join(s.text for s in transcript.segments))
     assert "ask not what your country can do for you" in text
     assert "ask what you can do for your country" in text

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from stages import transcript_of
 
 from asr_tasks.config import Settings
 from asr_tasks.intake.stores import LocalStore, get_json
@@ -23,7 +24,6 @@ from asr_tasks.models import AudioChunk, Preprocessed, Quarantine, Segment
 from asr_tasks.pipeline.preprocess import preprocess
 from asr_tasks.pipeline.results import StageResult
 from asr_tasks.pipeline.sense import sense
-from asr_tasks.pipeline.transcribe import build_transcript
 from asr_tasks.states import RecordingState
 from asr_tasks.text.postprocess import stitch
 
@@ -242,7 +242,7 @@ def test_total_silence_is_preprocessed_and_then_needs_review(media: dict[str, Pa
     pre = manifest(result, store, settings)
     assert [c.speaker for c in pre.channels] == ["mixed"]  # two silent sides are one silent recording
     assert pre.duration == pytest.approx(30.0, abs=0.01) and pre.chunks == []
-    transcript = build_transcript(pre, [], "none")
+    transcript = transcript_of(pre, [], "none")
     assert transcript.state == "needs_review" and (transcript.reason or "").startswith("no speech detected")
 
 

@@ -129,7 +129,7 @@ def day(settings: Settings, jfk: Path) -> tuple[LocalStore, SqliteIndex, list[Re
         transcript = Transcript(rec, 11.0, [Segment(rec.recording_id, 0, "agent", 1.0, 3.0, f"secret words {n}")],
                                 "en", "m", "2")
         put_json(store, settings.storage.artefacts_bucket, RecordingVersion.of(rec).gated("m"), transcript.to_dict())
-        store.put_bytes(settings.storage.artefacts_bucket, RecordingVersion.of(rec).pcm("ch0.pcm"), b"\0" * 64)
+        store.put_bytes(settings.storage.artefacts_bucket, RecordingVersion.of(rec).pcm(0), b"\0" * 64)
         index.replace_recording(transcript)
         rows.append({"recording_id": rec.recording_id, "key": rec.key, "call_date": rec.call_date,
                      "quality": "pass", "quality_failures": "", "state": "indexed", "reason": ""})

@@ -16,7 +16,7 @@ import sys
 from datetime import date
 from typing import Any
 
-from asr_tasks.cli import airflow_shell as airflow_cli
+from asr_tasks.cli import airflow_shell
 
 DAG_ID = "transcribe_daily"
 
@@ -44,7 +44,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     if args.date_from > args.date_to:
         print(f"asr: --from {args.date_from} is after --to {args.date_to}", file=sys.stderr)
         return 2
-    details = airflow_cli.run("dags", "details", DAG_ID, "-o", "json")
+    details = airflow_shell.run("dags", "details", DAG_ID, "-o", "json")
     if details.returncode != 0:
         print(f"asr: Airflow does not know {DAG_ID} (has the DAG processor parsed dags/ yet?): {_said(details)}",
               file=sys.stderr)
@@ -55,7 +55,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
             print(f"asr: {DAG_ID} is paused, so the backfill's runs would stay queued. Unpause it (the toggle in "
                   f"the UI, or `airflow dags unpause {DAG_ID}`), or run this again with --unpause.", file=sys.stderr)
             return 2
-        unpaused = airflow_cli.run("dags", "unpause", DAG_ID)
+        unpaused = airflow_shell.run("dags", "unpause", DAG_ID)
         if unpaused.returncode != 0:
             print(f"asr: airflow dags unpause {DAG_ID} failed: {_said(unpaused)}", file=sys.stderr)
             return 1
@@ -64,7 +64,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
               "--max-active-runs", str(args.max_active_runs), "--reprocess-behavior", args.reprocess]
     create += ["--run-backwards"] if args.backwards else []
     create += ["--dry-run"] if args.dry_run else []
-    proc = airflow_cli.run(*create)
+    proc = airflow_shell.run(*create)
     sys.stdout.write(proc.stdout)
     if proc.returncode != 0:
         print(f"asr: airflow backfill create failed: {_said(proc)}", file=sys.stderr)

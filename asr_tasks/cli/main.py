@@ -1,4 +1,5 @@
-"""The ``asr`` command: settings, spot-check transcription, search and status (records management: records_cli)."""
+"""The asr command: settings, spot-check transcription, search, audit and status; records management, progress
+and backfills add their own subcommands (cli/records.py, cli/progress.py, cli/backfill.py)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import yaml
 from rich.console import Console
 
-from asr_tasks.cli import airflow_shell as airflow_cli
-from asr_tasks.cli import backfill as backfill_cli
-from asr_tasks.cli import progress as progress_cli
-from asr_tasks.cli import records as records_cli
+from asr_tasks.cli import airflow_shell, backfill, progress, records
 from asr_tasks.cli.console import print_json
 from asr_tasks.config import ConfigError, get_settings
 from asr_tasks.states import GateOutcome
@@ -53,7 +51,7 @@ def cmd_config(args: argparse.Namespace) -> int:
         print(json.dumps(value) if isinstance(value, (dict, list)) else value)
         return 0
     # Secrets are shown as set or not, never in clear (the output lands in logs and tickets).
-    shown = {section: {k: ("***" if v and any(w in k for w in SECRET_WORDS) else masked_url(v))
+    shown = {section: {k: ("***" if v and any(f"_{w}_" in f"_{k}_" for w in SECRET_WORDS) else masked_url(v))
                        for k, v in values.items()}
              for section, values in settings.items()}
     if args.json:
@@ -168,7 +166,7 @@ def cmd_pools(args: argparse.Namespace) -> int:
         print_json(spec)
         return 0
     for name, pool in spec.items():
-        proc = airflow_cli.run("pools", "set", name, str(pool["slots"]), str(pool["description"]))
+        proc = airflow_shell.run("pools", "set", name, str(pool["slots"]), str(pool["description"]))
         if proc.returncode != 0:
             print(f"asr: airflow pools set {name} failed: {proc.stderr.strip() or proc.stdout.strip()}",
                   file=sys.stderr)
@@ -414,9 +412,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--date", help="YYYY-MM-DD")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
-    records_cli.add_commands(sub)
-    progress_cli.add_commands(sub)
-    backfill_cli.add_commands(sub)
+    records.add_commands(sub)
+    progress.add_commands(sub)
+    backfill.add_commands(sub)
     return parser
 
 

@@ -4,7 +4,7 @@ Where each fact lives: the ledger alone says where a recording version stands
 (its state and reason); object storage holds what each stage made of it (chunks,
 raw transcript, gated transcript; their keys in ``asr_tasks.version``), each
 stage reading one artefact and writing the next; the index is a search view
-rebuilt from gated transcripts (``index.reindex_day``) and decides nothing.
+rebuilt from gated transcripts (``pipeline.index.reindex_day``) and decides nothing.
 
 sense -> preprocess (manifest, PCM) -> transcribe (raw transcript) -> gate
 (gated transcript) -> index (documents, the day's quality report, the ledger's

@@ -44,7 +44,7 @@ def preprocess_local(rec: Recording, source: Path, work: Path,
     for ch, path in outputs.items():
         channel = max(ch, 0)
         speaker = settings.speaker_for_channel(ch) if ch >= 0 else settings.mono_speaker
-        pcm_key = RecordingVersion.of(rec).pcm(path.name)
+        pcm_key = RecordingVersion.of(rec).pcm(ch)
         probs = vad.probabilities(path)
         duration = round(pcm_duration(path, SAMPLE_RATE), 3)
         regions = speech_regions(

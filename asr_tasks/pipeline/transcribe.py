@@ -16,12 +16,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from asr_tasks.config import Settings, get_settings
+from asr_tasks.config import Settings
 from asr_tasks.intake.artefacts import Artefacts
 from asr_tasks.intake.audio import read_pcm
 from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.models import SAMPLE_RATE, AudioChunk, Preprocessed, Segment, Transcript
-from asr_tasks.pipeline.gate import gate_transcripts
 from asr_tasks.records.ledger import open_ledger
 from asr_tasks.states import RecordingState
 from asr_tasks.text.analytics import analyse
@@ -145,19 +144,6 @@ def transcribe_shard(versions: list[RecordingVersion], store: ObjectStore, setti
             done["speech_seconds"] += transcript.speech_seconds
             log.info("%s: %d segments", transcript.recording.key, len(transcript.segments))
     return done
-
-
-def build_transcript(
-    pre: Preprocessed, segments: list[Segment], model: str, settings: Settings | None = None, gate: bool = True
-) -> Transcript:
-    """Stitch, post-process, mask personal data and pass the quality gate.
-
-    ``gate=False`` leaves the gate to ``gate_shard``, which validates a whole shard in
-    one run instead of paying Great Expectations' start-up cost per recording.
-    """
-    settings = settings or get_settings()
-    transcript = mask_transcript(assemble_transcript(pre, segments, model, settings), settings)
-    return gate_transcripts([transcript], settings)[0] if gate else transcript
 
 
 def assemble_transcript(pre: Preprocessed, segments: list[Segment], model: str, settings: Settings) -> Transcript:

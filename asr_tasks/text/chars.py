@@ -1,5 +1,5 @@
-"""Text rules every part shares: what counts as a CJK character (search, post-processing, the quality gate
-and the audit), and which text must not reach a spreadsheet as a formula (the CSV reports).
+"""What counts as a CJK character, for every part that counts or matches text (search, post-processing, the
+quality gate, the audit, the analytics).
 
 Han (with extensions, radicals and compatibility ideographs), kana, bopomofo and
 Hangul: scripts written without spaces, where every character is a unit of its

@@ -1,10 +1,12 @@
 """Masking personal data wherever a stage stores a transcript, and silencing it in the audio the page plays.
 
-Every stage that stores a transcript masks it here first: transcription
-(``mask_transcript``, before the raw transcript is written), the gate (the
-redacted audio, before the gated transcript that makes a call playable) and a
-reindex under a changed policy (``remask``). One place, so a new path cannot
-store personal data in clear.
+Every path that stores a transcript or the audio the page plays goes through
+here: transcription (``mask_transcript``, before the raw transcript is written;
+``asr transcribe`` masks what it prints the same way), the gate
+(``store_gated``: the redacted audio, before the gated transcript that makes a
+call playable) and a reindex under a changed policy (``remask``). The policy
+is ``configured_policy``. (The audit reads gated transcripts and masks what it reports with the same
+policy files, in memory: ``audit.rules.audit``.)
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""Text rules every part shares: what counts as a CJK character (search, post-processing, the quality gate
-and the audit), and which text must not reach a spreadsheet as a formula (the CSV reports).
-
-Han (with extensions, radicals and compatibility ideographs), kana, bopomofo and
-Hangul: scripts written without spaces, where every character is a unit of its
-own for tokenising, counting and matching.
-"""
+"""Which text must not reach a spreadsheet as a formula: every CSV the project writes (exports, reports)
+passes its cells through ``spreadsheet_safe``."""
 
 from __future__ import annotations
 

@@ -20,7 +20,8 @@ from starlette.background import BackgroundTask
 
 from asr_tasks.config import Settings
 from asr_tasks.index.base import TranscriptIndex
-from asr_tasks.intake.stores import ObjectStore, get_json
+from asr_tasks.intake.artefacts import Artefacts
+from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.ledger import Ledger
 from asr_tasks.states import RecordingState
@@ -61,12 +62,10 @@ def servable(index: TranscriptIndex, ledger: Ledger, recording_id: str) -> dict[
 
 def playable(settings: Settings, rec: dict[str, Any], store: ObjectStore) -> tuple[str, str]:
     """Where the recording's audio is played from: the redacted rendition when personal data was said in it."""
-    redacted = RecordingVersion(rec.get("call_date"), rec["recording_id"]).redacted_audio
-    if store.exists(settings.storage.artefacts_bucket, redacted):
-        return settings.storage.artefacts_bucket, redacted
-    gated = RecordingVersion(rec.get("call_date"), rec["recording_id"]).gated(str(rec.get("model")))
-    if store.exists(settings.storage.artefacts_bucket, gated) and get_json(
-            store, settings.storage.artefacts_bucket, gated).get("pii"):
+    version, artefacts = RecordingVersion.indexed(rec), Artefacts.of(store, settings, str(rec.get("model")))
+    if artefacts.exists(version.redacted_audio):
+        return artefacts.bucket, version.redacted_audio
+    if artefacts.exists(version.gated(artefacts.model)) and artefacts.gated(version).pii:
         raise HTTPException(status_code=409, detail=f"recording {rec['recording_id']}: its redacted audio is "
                                                     "not ready; the original is not served")
     return rec["bucket"], rec["key"]

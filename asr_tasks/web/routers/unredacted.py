@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response
 
-from asr_tasks.intake.stores import get_json
+from asr_tasks.intake.artefacts import Artefacts
 from asr_tasks.version import RecordingVersion
 from asr_tasks.web.deps import Access, AppLedger, AppSettings, IndexOpener, Second, StoreOpener, User, indexed
 from asr_tasks.web.routers.audio import log_play, servable, stored_audio
@@ -33,9 +33,9 @@ def unredacted(recording_id: str, user: User, settings: AppSettings, index: Inde
                ledger: AppLedger, access: Access) -> dict[str, Any]:
     """The transcript as it was before masking, where ``keep_unredacted`` kept it: never indexed, read here only."""
     rec = indexed(index(), ledger, recording_id)
-    key = RecordingVersion(rec.get("call_date"), recording_id).unredacted(str(rec.get("model")))
-    if not store().exists(settings.storage.artefacts_bucket, key):
+    version, artefacts = RecordingVersion.indexed(rec), Artefacts.of(store(), settings, str(rec.get("model")))
+    if not artefacts.exists(version.unredacted(artefacts.model)):
         raise HTTPException(status_code=404, detail=f"recording {recording_id}: no unredacted transcript is "
                                                     "kept (keep_unredacted)")
     access.append(user, "read", recording_id=recording_id, detail="unredacted transcript")
-    return get_json(store(), settings.storage.artefacts_bucket, key)
+    return artefacts.unredacted(version).to_dict()
