@@ -23,8 +23,8 @@ LIBRARY = PROJECT_ROOT / "asr_tasks"
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("asr_tasks",),
     ("asr_tasks.intake",),
-    ("asr_tasks.text",),
     ("asr_tasks.transcription",),
+    ("asr_tasks.text",),
     ("asr_tasks.gate",),
     ("asr_tasks.index",),
     ("asr_tasks.records.ledger", "asr_tasks.records.access_log", "asr_tasks.records.holds",

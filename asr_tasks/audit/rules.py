@@ -19,8 +19,8 @@ from typing import Any, Iterable
 
 import yaml
 
+from asr_tasks.chars import CJK_CHAR
 from asr_tasks.models import Segment, Transcript, _Serialisable
-from asr_tasks.text.chars import CJK_CHAR
 from asr_tasks.text.pii import Policy, luhn, redact_transcript
 
 SEVERITIES = ("low", "medium", "high", "critical")

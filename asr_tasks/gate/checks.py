@@ -26,10 +26,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from asr_tasks.chars import CJK_CHAR, CJK_RANGES
 from asr_tasks.config import ConfigError, QualitySettings
 from asr_tasks.models import Transcript
 from asr_tasks.states import GateOutcome, RecordingState
-from asr_tasks.text.chars import CJK_CHAR, CJK_RANGES
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from asr_tasks.chars import CJK_RANGES
 from asr_tasks.index.base import TranscriptIndex, recording_fields, transcript_summary
 from asr_tasks.index.query import (
     HL_CLOSE,
@@ -32,7 +33,6 @@ from asr_tasks.index.query import (
 )
 from asr_tasks.index.query import parse as parse_query
 from asr_tasks.models import Quarantine, SearchHit, Segment, Transcript
-from asr_tasks.text.chars import CJK_RANGES
 
 _CJK_CHAR = re.compile(f"([{CJK_RANGES}])")
 SCHEMA = """

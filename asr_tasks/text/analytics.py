@@ -15,8 +15,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from asr_tasks.chars import CJK_RANGES
 from asr_tasks.models import Preprocessed, Segment
-from asr_tasks.text.chars import CJK_RANGES
 
 INTERRUPTION_SECONDS = 0.5
 SILENCE_LISTED_SECONDS = 1.0

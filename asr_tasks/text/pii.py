@@ -27,8 +27,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from asr_tasks.chars import CJK_CHAR
 from asr_tasks.models import Segment, SpokenWord, Transcript
-from asr_tasks.text.chars import CJK_CHAR
 
 JOIN_GAP_SECONDS = 3.0  # segments of one speaker this close together are read as one text
 ANCHOR_CHARS = 3  # shortest run of characters shared by the text and the model's words that aligns them

@@ -17,9 +17,9 @@ from typing import Any, Callable
 
 import yaml
 
+from asr_tasks.chars import CJK_CHAR, CJK_RANGES
 from asr_tasks.config import ITN_LANGUAGES, ConfigError, PostprocessSettings, postprocess_step_names
 from asr_tasks.models import Segment
-from asr_tasks.text.chars import CJK_CHAR, CJK_RANGES
 
 _SPACES = re.compile(r"\s+")
 

@@ -22,9 +22,9 @@ from transformers.models.qwen3_asr.processing_qwen3_asr import (
     LANGUAGE_CODE_TO_NAME,
 )
 
+from asr_tasks.chars import CJK_CHAR
 from asr_tasks.config import AsrSettings
 from asr_tasks.models import SAMPLE_RATE, AudioChunk, Segment, SpokenWord
-from asr_tasks.text.chars import CJK_CHAR
 from asr_tasks.transcription.engine import AsrEngine, ModelError, run_with_backoff
 from asr_tasks.transcription.packing import (
     token_budget,
