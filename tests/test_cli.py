@@ -72,6 +72,15 @@ def test_config_masks_passwords_inside_urls() -> None:
     assert "max_tokens_per_second: 10.0" in shown  # a word inside a name (tokens) is not a secret
 
 
+def test_config_masks_every_url_of_a_list_and_secrets_asked_for_by_name() -> None:
+    env = {"ASR_ES_URL": "https://u:pw1@es1:9200,https://u:pw2@es2:9200", "ASR_ES_PASSWORD": "hunter2"}
+    shown = asr("config", env=env).stdout
+    assert "pw1" not in shown and "pw2" not in shown and "https://u:***@es1:9200,https://u:***@es2:9200" in shown
+    assert asr("config", "--get", "es_password", env=env).stdout.strip() == "***"
+    assert asr("config", "--get", "index.es_url", env=env).stdout.strip() == "https://u:***@es1:9200,https://u:***@es2:9200"
+    assert asr("config", "--get", "es_password", "--reveal", env=env).stdout.strip() == "hunter2"
+
+
 def test_transcribe_shows_a_progress_bar_on_a_terminal_and_none_for_scripts(jfk: Path, model_dir: Path) -> None:
     import pty
 

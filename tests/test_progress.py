@@ -123,3 +123,9 @@ def test_the_progress_page_shows_years_months_the_hourly_chart_and_failures(ledg
     day = client.get("/progress/day/2026-10-05").text
     assert "quarantined" in day and day.count("calls/2026/10/05/") == 5
     assert client.get("/progress/day/not-a-day").status_code == 422
+    for params in ({"date_from": "2026-13-45"}, {"date_to": "2026-02-30"}):  # the right shape, no such day
+        answer = client.get("/progress", params=params)
+        assert answer.status_code == 400 and "not a date of the calendar" in answer.json()["detail"], params
+    assert client.get("/progress/day/2026-02-30").status_code == 400
+    endless = client.get("/progress", params={"date_from": "0001-01-01", "date_to": "9999-12-31"})
+    assert endless.status_code == 400 and "at most 100 years" in endless.json()["detail"]

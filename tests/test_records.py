@@ -287,3 +287,21 @@ def test_an_erasure_cut_short_before_the_reports_is_finished_by_the_next_one(
     bucket = settings.storage.artefacts_bucket
     report = " ".join(store.get_bytes(bucket, k.key).decode() for k in store.list_keys(bucket, "v2/2026-11-27/quality"))
     assert recs[0].recording_id not in report and recs[1].recording_id in report
+
+
+def test_the_access_log_page_shows_the_newest_first_and_links_the_older(settings: Settings) -> None:
+    """Past a page of entries the newest play is still on the first page; the older ones are a link away."""
+    from asr_tasks.web.routers.access_log import PAGE_ROWS
+
+    access = AccessLog(open_ledger(settings.ledger))
+    for n in range(PAGE_ROWS + 2):
+        access.append("auditor", "search", query=f"query {n}", hits=n)
+    access.append("auditor", "play", recording_id="r" * 24, detail="as uploaded from 1.0 s")
+    client = TestClient(create_app(settings))
+    first = client.get("/access-log").text
+    assert first.count("<tr><td class=\"at\">") == PAGE_ROWS and "as uploaded from 1.0 s" in first
+    assert first.index("as uploaded from 1.0 s") < first.index(f"query {PAGE_ROWS + 1}")
+    assert f'href="access-log?recording={"r" * 24}&amp;days=7"' in first and "query 0<" not in first
+    older = client.get("/access-log", params={"page": 1}).text
+    assert older.count("<tr><td class=\"at\">") == 3 and "query 0<" in older and "Older entries" not in older
+    assert 'class="older" href="access-log?days=7&amp;who=&amp;recording=&amp;page=1"' in first

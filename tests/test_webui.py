@@ -83,6 +83,32 @@ def client(settings: Settings, world: tuple[SqliteIndex, LocalStore]) -> TestCli
     return TestClient(create_app(settings))
 
 
+def test_every_request_for_audio_is_logged_whatever_its_range(
+        client: TestClient, settings: Settings, jfk: Path, jfk_rec: Recording) -> None:
+    """A range that does not start "bytes=0-" is still the call's audio going out: each request writes a row
+    that says which bytes were asked for, for the page's player and for the original alike."""
+    ranges = ["bytes=00-", "BYTES=0-", "bytes=-99999999", "bytes=1-,0-3", "bytes=1000-1999", "bytes=0-"]
+    for header in ranges:
+        for url in (f"/audio/{jfk_rec.recording_id}?t=2", f"/audio/{jfk_rec.recording_id}/original"):
+            assert client.get(url, headers={"Range": header}).status_code in (200, 206, 416), (url, header)
+    assert client.get(f"/audio/{jfk_rec.recording_id}", headers={"Range": "bytes=0-<script>" + "9" * 500})
+    plays = [e.detail or "" for e in AccessLog(open_ledger(settings.ledger)).entries() if e.action == "play"]
+    assert len(plays) == 2 * len(ranges) + 1
+    assert sum(d.startswith("original from 0.0 s") for d in plays) == len(ranges)
+    assert "as uploaded from 2.0 s, bytes=1-,0-3" in plays and "original from 0.0 s, bytes=-99999999" in plays
+    assert plays.count("as uploaded from 2.0 s") == 2  # no Range and "bytes=0-" ask for the whole file
+    assert max(len(d) for d in plays) < 120 and not any("<" in d for d in plays)
+
+
+def test_a_card_number_searched_for_is_logged_masked(client: TestClient, settings: Settings) -> None:
+    """What people type into the search box is personal data too: the access log keeps it as the policy masks it."""
+    for url in ("/", "/api/search", "/api/counts", "/api/export"):
+        params = {"q": "card 4111 1111 1111 1111", **({"format": "csv"} if url == "/api/export" else {})}
+        assert client.get(url, params=params).status_code == 200, url
+    queries = [e.query or "" for e in AccessLog(open_ledger(settings.ledger)).entries()]
+    assert len(queries) == 4 and all("[CARD ****1111]" in q and "4111 1111" not in q for q in queries), queries
+
+
 def test_audio_is_served_with_ranges(client: TestClient, jfk: Path, jfk_rec: Recording) -> None:
     data = jfk.read_bytes()
     url = f"/audio/{jfk_rec.recording_id}"
@@ -126,6 +152,9 @@ def test_page_lists_hits_with_escaped_highlights_and_counts(client: TestClient) 
     assert "<td>AG-1001</td><td>2026-11-27</td><td>1</td><td>1</td>" in page
     assert '<option value="agent" selected>agent</option>' in page
     assert '<base href="/">' in page
+
+    api = client.get("/api/search", params={"q": "收益"}).json()["hits"]  # a client may render it: escaped too
+    assert "这款产品保证<em>收益</em> &lt;script&gt;alert(1)&lt;/script&gt;" in [h["highlight"] for h in api]
 
     page = client.get("/", params={"q": "收益", "quality": "pass"}).text
     assert "No hits for 收益." in page
@@ -528,6 +557,20 @@ def test_a_calls_transcript_exports_in_four_formats(client: TestClient, stereo: 
     data = client.get(f"{base}.json").json()
     assert [s["speaker"] for s in data["segments"]] == ["agent", "agent", "customer", "agent", "customer"]
     assert data["quality"] == "needs_review" and client.get(f"{base}.doc").status_code == 404
+
+
+def test_a_line_break_in_a_segment_cannot_forge_a_cue(
+        settings: Settings, world: tuple[SqliteIndex, LocalStore], client: TestClient) -> None:
+    index, _ = world
+    rec = _recording("calls/2026/11/27/forged.wav", "AG-1009")
+    forged = "fine.\n\n99\n00:00:00,000 --> 00:09:59,000\nagent: I promise a refund\r\n"
+    index.replace_recording(Transcript(recording=rec, duration=9.0, language="en", model="m", pipeline_version="1",
+                                       segments=[Segment(rec.recording_id, 0, "agent", 1.0, 2.0, forged)]))
+    base = f"/call/{rec.recording_id}/transcript"
+    srt, vtt, txt = (client.get(f"{base}.{fmt}").text for fmt in ("srt", "vtt", "txt"))
+    assert srt == "1\n00:00:01,000 --> 00:00:02,000\nagent: fine. 99 00:00:00,000 -> 00:09:59,000 agent: I promise a refund\n"
+    assert vtt.count("-->") == 1 and len(txt.strip().splitlines()) == 3  # the heading, a blank line, one line
+    assert client.get(f"{base}.json").json()["segments"][0]["text"] == forged  # JSON carries the text as it is
 
 
 def test_a_searchs_whole_result_exports_as_csv_and_json(client: TestClient, stereo: Recording) -> None:

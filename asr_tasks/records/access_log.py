@@ -14,8 +14,10 @@ from typing import Any
 
 from sqlalchemy import insert, select
 
-from asr_tasks.config import LedgerSettings
+from asr_tasks.config import Settings
 from asr_tasks.records.ledger import Ledger, access_log, as_utc, open_ledger
+from asr_tasks.text.masking import configured_policy
+from asr_tasks.text.pii import Policy, mask_text
 
 ACTIONS = ("search", "play", "export", "erase", "hold", "release", "read")
 
@@ -38,16 +40,20 @@ class AccessEntry:
 
 
 class AccessLog:
-    """The access log of one ledger database."""
+    """The access log of one ledger database; with a PII policy, what people searched for is kept masked (a card
+    number typed into the search box is personal data too)."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, policy: Policy | None = None) -> None:
         self.engine = ledger.engine
+        self.policy = policy
 
     def append(self, user: str, action: str, *, recording_id: str | None = None, query: str | None = None,
                filters: dict[str, Any] | None = None, hits: int | None = None, detail: str | None = None) -> None:
         if action not in ACTIONS:
             raise ValueError(f"unknown access action {action!r} (actions: {', '.join(ACTIONS)})")
         kept = {k: v for k, v in (filters or {}).items() if v not in (None, "")}
+        if query and self.policy is not None:
+            query = mask_text(query, self.policy)
         with self.engine.begin() as db:
             db.execute(insert(access_log).values(
                 at=datetime.now(timezone.utc), user=user, action=action, recording_id=recording_id, query=query,
@@ -56,10 +62,11 @@ class AccessLog:
 
     def entries(self, since: datetime | None = None, until: datetime | None = None, user: str | None = None,
                 recording_id: str | None = None, actions: tuple[str, ...] = (),
-                limit: int | None = None) -> list[AccessEntry]:
-        """Entries in the order they happened, filtered."""
+                limit: int | None = None, newest_first: bool = False, skip: int = 0) -> list[AccessEntry]:
+        """Entries in the order they happened (or newest first), filtered; ``limit`` after ``skip`` of them."""
         t = access_log
-        query = select(t).order_by(t.c.at, t.c.id)
+        order = (t.c.at.desc(), t.c.id.desc()) if newest_first else (t.c.at, t.c.id)
+        query = select(t).order_by(*order)
         if since is not None:
             query = query.where(t.c.at >= since)
         if until is not None:
@@ -72,6 +79,8 @@ class AccessLog:
             query = query.where(t.c.action.in_(actions))
         if limit:
             query = query.limit(limit)
+        if skip:
+            query = query.offset(skip)
         with self.engine.connect() as db:
             rows = db.execute(query).all()
         return [AccessEntry(at=as_utc(r.at).isoformat(timespec="seconds"), user=r.user, action=r.action,
@@ -80,6 +89,7 @@ class AccessLog:
                 for r in rows]
 
 
-def open_access_log(settings: LedgerSettings) -> AccessLog:
-    return AccessLog(open_ledger(settings))
+def open_access_log(settings: Settings) -> AccessLog:
+    """The access log as the page and the CLI write it: queries masked by the configured PII policy."""
+    return AccessLog(open_ledger(settings.ledger), configured_policy(settings))
 

@@ -174,6 +174,13 @@ def find(text: str, policy: Policy, language: str | None = None) -> list[tuple[i
     return sorted(found)
 
 
+def mask_text(text: str, policy: Policy, language: str | None = None) -> str:
+    """Plain text (a search query, a form field) with every value the policy finds replaced by its mask."""
+    for start, end, _, mask in reversed(find(text, policy, language)):
+        text = text[:start] + mask + text[end:]
+    return text
+
+
 def redact(transcript: Transcript, policy: Policy) -> tuple[Transcript, list[Detection]]:
     """The transcript with every value masked in ``text`` and in the words, and what was found.
 

@@ -29,8 +29,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from asr_tasks.config import Settings, get_settings
 from asr_tasks.index.base import TranscriptIndex
 from asr_tasks.intake.stores import ObjectStore
-from asr_tasks.records.access_log import AccessLog
-from asr_tasks.records.ledger import open_ledger
+from asr_tasks.records.access_log import open_access_log
 from asr_tasks.records.permissions import PERMISSIONS
 from asr_tasks.web.deps import Authorize, guard, single_user
 from asr_tasks.web.routers import access_log, audio, call, exports, progress, records, search, unredacted
@@ -85,7 +84,7 @@ def create_app(
     app.state.settings = settings
     app.state.index = index
     app.state.store = store
-    app.state.access = AccessLog(open_ledger(settings.ledger))
+    app.state.access = open_access_log(settings)
     app.middleware("http")(with_security_headers)
     if allowed_hosts:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))

@@ -10,6 +10,7 @@ Transcripts export as plain text, SRT, WebVTT and JSON.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import re
@@ -156,9 +157,18 @@ def _stamp(seconds: float, separator: str) -> str:
     return f"{ms // 3600000:02d}:{ms // 60000 % 60:02d}:{ms // 1000 % 60:02d}{separator}{ms % 1000:03d}"
 
 
+def one_line(text: str) -> str:
+    """A segment's text on one line: a line break inside it would end a cue or a line and forge the next, and
+    a cue's text may not hold the arrow of a timing line."""
+    return " ".join(text.split()).replace("-->", "->")
+
+
 def export_transcript(fmt: str, rec: dict[str, Any], segments: list[Segment]) -> str:
-    """A call's transcript as plain text, SRT, WebVTT or JSON (segments in time order, speakers named)."""
+    """A call's transcript as plain text, SRT, WebVTT or JSON (segments in time order, speakers named; in the
+    line formats each segment on one line)."""
     ordered = sorted(segments, key=lambda s: (s.start, s.channel))
+    if fmt in ("txt", "srt", "vtt"):
+        ordered = [dataclasses.replace(s, text=one_line(s.text), speaker=one_line(s.speaker)) for s in ordered]
     if fmt == "txt":
         head = f"{rec.get('key')} ({rec.get('call_date') or 'undated'}, agent {rec.get('agent_id') or '-'})\n\n"
         return head + "".join(f"[{_stamp(s.start, '.')}] {s.speaker}: {s.text}\n" for s in ordered)

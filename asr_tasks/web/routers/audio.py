@@ -37,6 +37,7 @@ MAGIC: list[tuple[int, bytes, str]] = [
     (0, b".snd", "audio/basic"), (8, b"AIFF", "audio/aiff"), (0, b"riff", "audio/wav"),  # Wave64
 ]
 
+RANGE_SHOWN = 80  # characters of a Range header the access log keeps
 router = APIRouter()
 
 
@@ -72,9 +73,16 @@ def playable(settings: Settings, rec: dict[str, Any], store: ObjectStore) -> tup
 
 
 def log_play(request: Request, access: AccessLog, user: str, recording_id: str, detail: str) -> None:
-    """The first request of a play goes to the access log, not the browser's later ranges of the same play."""
-    if request.headers.get("range", "bytes=0-").startswith("bytes=0-"):
-        access.append(user, "play", recording_id=recording_id, detail=detail)
+    """Every request for a call's audio goes to the access log, whatever its headers; a part of the file asked
+    for (a Range) is named after the detail, so the log says which bytes went out."""
+    asked = request.headers.get("range", "").strip()
+    whole = not asked or asked.lower().replace(" ", "") == "bytes=0-"
+    access.append(user, "play", recording_id=recording_id, detail=detail if whole else f"{detail}, {shown(asked)}")
+
+
+def shown(header: str) -> str:
+    """A header as the log keeps it: the characters a byte range is written in, and not more than a line."""
+    return "".join(c for c in header if c.isascii() and (c.isalnum() or c in "=,- "))[:RANGE_SHOWN]
 
 
 def stored_audio(store: ObjectStore, bucket: str, key: str, recording_id: str) -> Response:

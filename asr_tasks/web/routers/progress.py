@@ -4,10 +4,10 @@ day's recordings as ``asr status`` prints them."""
 from __future__ import annotations
 
 import html
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
@@ -19,6 +19,7 @@ from asr_tasks.web.pages import render_page
 
 PERMISSION = "read"
 DAY_PATTERN = r"^(\d{4}-\d{2}-\d{2})?$"
+MAX_SPAN_YEARS = 100  # a report's range at most: each month of it is a row of the page
 
 router = APIRouter()
 
@@ -41,13 +42,24 @@ def throughput_svg(series: list[tuple[str, int, float]]) -> Markup:
     return Markup("".join(parts))
 
 
+def calendar_day(value: str, name: str) -> date:
+    """A date of the calendar, or 400 naming the parameter (the pattern alone lets 2026-13-45 through)."""
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise HTTPException(status_code=400, detail=f"{name} {value!r}: not a date of the calendar") from None
+
+
 @router.get("/progress", response_class=HTMLResponse)
 def progress_page(request: Request, ledger: AppLedger, date_from: str = Query("", pattern=DAY_PATTERN),
                   date_to: str = Query("", pattern=DAY_PATTERN)) -> HTMLResponse:
     """The operator's view: a bar per year and month, finished audio per hour, failures by reason."""
     now = datetime.now(timezone.utc)
     last = date_to or now.date().isoformat()
-    report = progress(ledger, date_from or first_day(ledger) or last, last, "month", now)
+    first = date_from or first_day(ledger) or last
+    if (calendar_day(last, "date_to") - calendar_day(first, "date_from")).days > MAX_SPAN_YEARS * 366:
+        raise HTTPException(status_code=400, detail=f"{first} to {last}: at most {MAX_SPAN_YEARS} years at once")
+    report = progress(ledger, first, last, "month", now)
     years: dict[str, list[Any]] = {}
     for p in report.periods:
         years.setdefault(p.period[:4], []).append(p)
@@ -63,6 +75,7 @@ def progress_page(request: Request, ledger: AppLedger, date_from: str = Query(""
 def progress_day(request: Request, day: Annotated[str, PathParam(pattern=DAY_PATTERN)],
                  ledger: AppLedger) -> HTMLResponse:
     """One day's recordings from the ledger, as ``asr status`` prints them."""
+    calendar_day(day, "day")
     rows = [r for r in ledger.rows(day) if r["state"] != RecordingState.SUPERSEDED]
     counts: dict[str, int] = {}
     for r in rows:

@@ -38,9 +38,14 @@ PAGE_SIZE = 20
 router = APIRouter()
 
 
+def escaped_highlight(highlight: str, open_tag: str, close_tag: str) -> str:
+    """Escaped text with the index's highlight markers as tags: the transcript can never inject markup."""
+    return html.escape(highlight).replace(HL_OPEN, open_tag).replace(HL_CLOSE, close_tag)
+
+
 def highlighted(highlight: str) -> Markup:
-    """Escaped text with the index's highlight markers as <mark>: the transcript can never inject markup."""
-    return Markup(html.escape(highlight).replace(HL_OPEN, "<mark>").replace(HL_CLOSE, "</mark>"))
+    """A hit's highlight on the page, its matches in <mark>."""
+    return Markup(escaped_highlight(highlight, "<mark>", "</mark>"))
 
 
 def speakers(settings: Settings) -> list[str]:
@@ -151,16 +156,17 @@ def api_search(
     size: int = Query(PAGE_SIZE, ge=1, le=500),
     after: str | None = None,
 ) -> dict[str, Any]:
-    """Hits as JSON (highlights as <em>), with the cursor of the next page."""
+    """Hits as JSON (highlights escaped, their matches in <em>), with the cursor of the next page."""
     try:
-        result = index().search_page(q, filters, size, after)
+        result = index().search_page(q, filters, size, after, open_tag=HL_OPEN, close_tag=HL_CLOSE)
     except CursorError as exc:
         raise HTTPException(status_code=400, detail=str(exc)) from exc
     except IndexBackendError as exc:
         raise HTTPException(status_code=503, detail=str(exc)) from exc
     access.append(user, "search", query=q, filters=asdict(filters), hits=len(result.hits),
                   detail=f"api page after {after}" if after else "api")
-    return {"hits": [h.to_dict() for h in result.hits], "next_after": result.next_after}
+    hits = [{**h.to_dict(), "highlight": escaped_highlight(h.highlight, "<em>", "</em>")} for h in result.hits]
+    return {"hits": hits, "next_after": result.next_after}
 
 
 @router.get("/api/counts")
