@@ -2,7 +2,9 @@
 
 Thin wiring only: every task calls a function of ``asr_tasks.pipeline``, and
 heavy libraries load inside the tasks, never when the scheduler parses this file.
-XCom carries recording ids, keys and states; audio and transcripts stay in the
+XCom carries recording ids, states and counts, never a key or a sidecar's
+field (any Airflow user who may see the DAG can read XCom): each task reads what
+it needs from the ledger and the store. Audio and transcripts stay in the
 artefact bucket.
 """
 
@@ -40,12 +42,12 @@ def _shard_values(shards: Any) -> list[dict[str, Any]]:
     return [shards] if isinstance(shards, dict) else _pull_all(shards)
 
 
-def _name_shard(rows: list[dict[str, Any]]) -> None:
-    """Names a shard's task instances in the UI by its first recording and its size."""
+def _name_shard(ids: list[str]) -> None:
+    """Names a shard's task instances in the UI by its first recording's id and its size."""
     from airflow.sdk import get_current_context
 
-    first = rows[0]["key"] if rows else "empty"
-    get_current_context()["shard_name"] = f"{first} (+{len(rows) - 1})"  # type: ignore[literal-required]
+    first = ids[0] if ids else "empty"
+    get_current_context()["shard_name"] = f"{first} (+{len(ids) - 1})"  # type: ignore[literal-required]
 
 
 @dag(
@@ -60,30 +62,29 @@ def _name_shard(rows: list[dict[str, Any]]) -> None:
 )
 def transcribe_daily() -> None:
     @task
-    def sense(ds: str | None = None) -> list[dict[str, Any]]:
-        """The logical date's recordings, each with its version-specific id."""
+    def sense(ds: str | None = None) -> list[str]:
+        """The ids of the logical date's recordings (each id names one version of one object)."""
         from asr_tasks.pipeline.sense import sense as sense_day
 
-        return [r.to_dict() for r in sense_day(task_store(settings.storage), settings, date.fromisoformat(ds))]
+        return [r.recording_id for r in sense_day(task_store(settings.storage), settings, date.fromisoformat(ds))]
 
     @task
-    def plan_shards(recordings: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    def plan_shards(recording_ids: list[str]) -> list[list[str]]:
         """Shards of recordings (by count and bytes): each is one preprocessing and one transcription task."""
-        from asr_tasks.models import Recording
-        from asr_tasks.pipeline.sense import plan_shards as plan
+        from asr_tasks.pipeline.sense import plan_ids
 
-        shards = plan([Recording.from_dict(r) for r in recordings], settings.airflow)
-        return [[r.to_dict() for r in shard] for shard in shards]
+        return plan_ids(recording_ids, settings)
 
     @task(map_index_template="{{ shard_name }}")
-    def preprocess(shard: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def preprocess(shard: list[str]) -> list[dict[str, Any]]:
         """Probe, decode per channel, VAD-cut the shard's recordings; bad input is quarantined, not raised."""
-        from asr_tasks.models import Recording
         from asr_tasks.pipeline.preprocess import preprocess_shard
         from asr_tasks.pipeline.results import to_xcom
+        from asr_tasks.pipeline.sense import recordings_of
 
         _name_shard(shard)
-        return to_xcom(preprocess_shard([Recording.from_dict(r) for r in shard], task_store(settings.storage), settings))
+        store = task_store(settings.storage)
+        return to_xcom(preprocess_shard(recordings_of(shard, store, settings), store, settings))
 
     @task(pool=settings.airflow.gpu_pool, queue=settings.airflow.gpu_queue, map_index_template="{{ shard_name }}")
     def transcribe(results: list[dict[str, Any]]) -> dict[str, float]:
@@ -91,7 +92,7 @@ def transcribe_daily() -> None:
         from asr_tasks.pipeline.results import from_xcom, preprocessed
         from asr_tasks.pipeline.transcribe import transcribe_shard
 
-        _name_shard(results)
+        _name_shard([r["recording_id"] for r in results])
         return transcribe_shard(preprocessed(from_xcom(results)), task_store(settings.storage), settings)
 
     @task(map_index_template="{{ shard_name }}")
@@ -100,11 +101,11 @@ def transcribe_daily() -> None:
         from asr_tasks.pipeline.gate import gate_shard
         from asr_tasks.pipeline.results import from_xcom
 
-        _name_shard(results)
+        _name_shard([r["recording_id"] for r in results])
         return {"results": results, "gated": gate_shard(from_xcom(results), task_store(settings.storage), settings)}
 
     @task_group
-    def shard(recordings: list[dict[str, Any]]) -> Any:
+    def shard(recordings: list[str]) -> Any:
         """The GPU takes a shard as soon as it is preprocessed, while CPU workers preprocess the next."""
         preprocessed = preprocess(recordings)
         gated = gate(preprocessed)

@@ -178,6 +178,12 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
 
     status = json.loads(run([asr, "status", "--date", DAY, "--json"], env).stdout)
     states = {row["key"].rsplit("/", 1)[-1]: row["state"] for row in status["recordings"]}
+
+    # XCom (any Airflow user who may see the DAG reads it) carries ids, states and counts: no key, no party.
+    with sqlite3.connect(tmp_path / "airflow" / "airflow.db") as conn:
+        xcom = " ".join(str(value) for (value,) in conn.execute("SELECT value FROM xcom"))
+    assert "recording_id" in xcom and "call_0" not in xcom and "calls/" not in xcom
+    assert not re.search(r"AG-\d|CU-\d|agent_id|customer_id|started_at|not a decodable", xcom)
     assert states == {
         "call_0001.wav": "indexed", "call_0002.wav": "indexed", "call_0003.mp3": "indexed",
         "call_0004.wav": "indexed", "call_0005_jfk.flac": "indexed",

@@ -21,8 +21,8 @@ from asr_tasks.models import Recording
 from asr_tasks.pipeline.gate import gate_shard
 from asr_tasks.pipeline.index import index_results
 from asr_tasks.pipeline.preprocess import preprocess, preprocess_shard
-from asr_tasks.pipeline.results import preprocessed
-from asr_tasks.pipeline.sense import plan_shards, sense
+from asr_tasks.pipeline.results import from_xcom, preprocessed, to_xcom
+from asr_tasks.pipeline.sense import plan_ids, plan_shards, recordings_of, sense
 from asr_tasks.pipeline.transcribe import transcribe_shard
 from asr_tasks.version import model_tag
 
@@ -42,6 +42,22 @@ def test_shards_are_planned_from_the_listing_by_count_and_bytes() -> None:
         ["f"], ["g", "h"],  # 600 + 500 would pass 1000 bytes
     ]
     assert plan_shards([], settings.airflow) == []
+
+
+def test_tasks_hand_each_other_ids_and_read_the_recording_again(settings: Settings, jfk: Path,
+                                                                 tmp_path: Path) -> None:
+    """What XCom carries between the DAG's tasks is ids; the recording (its sidecar too) is found again by id."""
+    store = LocalStore(settings.storage.path("store_root"))
+    _seed(store, settings, jfk, tmp_path)
+    sensed = sense(store, settings, DAY)
+    ids = [r.recording_id for r in sensed]
+    assert recordings_of(list(reversed(ids)) + ["0" * 24], store, settings) == list(reversed(sensed))
+    assert [r.agent_id for r in recordings_of(ids, store, settings) if r.key.endswith("c1.flac")] == ["AG-7"]
+    planned = plan_shards(sensed, settings.airflow)
+    assert plan_ids(ids, settings) == [[r.recording_id for r in shard] for shard in planned]
+    results = to_xcom([preprocess(r, store, settings) for r in recordings_of(ids[:2], store, settings)])
+    assert {name for row in results for name in row} == {"recording_id", "state", "artefact_prefix", "speech_seconds"}
+    assert [r.recording_id for r in from_xcom(results)] == ids[:2]
 
 
 def _seed(store: LocalStore, settings: Settings, jfk: Path, tmp_path: Path) -> None:

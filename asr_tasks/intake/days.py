@@ -94,26 +94,37 @@ def list_recordings(store: ObjectStore, settings: StorageSettings, day: date) ->
         name = obj.key.rsplit("/", 1)[-1]
         if name.startswith(MARKER_PREFIX) or name.startswith("."):
             continue
-        stem, sidecar = call_stem(name), sidecar_key(obj.key)
+        sidecar = sidecar_key(obj.key)
         if obj.key.endswith(SIDECAR_SUFFIX):
             continue  # a sidecar, or a mislabelled file that a sidecar shares a name with
         meta = _read_sidecar(store, bucket, sidecar) if sidecar in keys else {}
-        recordings.append(
-            Recording(
-                recording_id=recording_id_for(bucket, obj.key, obj.etag),
-                bucket=bucket,
-                key=obj.key,
-                etag=obj.etag,
-                size=obj.size,
-                call_id=stem,
-                call_date=f"{day:%Y-%m-%d}",
-                agent_id=_opt_str(meta.get("agent_id")),
-                customer_id=_opt_str(meta.get("customer_id")),
-                direction=_opt_str(meta.get("direction")),
-                started_at=_opt_str(meta.get("started_at")),
-            )
-        )
+        recordings.append(recording_of(bucket, obj.key, obj.etag, obj.size, f"{day:%Y-%m-%d}", meta))
     return recordings
+
+
+def recording_of(bucket: str, key: str, etag: str, size: int, call_date: str, meta: dict[str, Any]) -> Recording:
+    """One listed object as a recording version, with its sidecar's fields."""
+    return Recording(
+        recording_id=recording_id_for(bucket, key, etag),
+        bucket=bucket,
+        key=key,
+        etag=etag,
+        size=size,
+        call_id=call_stem(key.rsplit("/", 1)[-1]),
+        call_date=call_date,
+        agent_id=_opt_str(meta.get("agent_id")),
+        customer_id=_opt_str(meta.get("customer_id")),
+        direction=_opt_str(meta.get("direction")),
+        started_at=_opt_str(meta.get("started_at")),
+    )
+
+
+def recording_again(store: ObjectStore, row: dict[str, Any]) -> Recording:
+    """A version the listing found, from where the ledger says it is (bucket, key, ETag, size, call date), its
+    sidecar read again: what a later task needs, handed over as an id instead of through XCom."""
+    sidecar = sidecar_key(row["key"])
+    meta = _read_sidecar(store, row["bucket"], sidecar) if store.exists(row["bucket"], sidecar) else {}
+    return recording_of(row["bucket"], row["key"], row["etag"], int(row["size"] or 0), row["call_date"], meta)
 
 
 def recording_for_file(path: Path) -> Recording:

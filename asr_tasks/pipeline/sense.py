@@ -1,4 +1,9 @@
-"""The day's recordings, entered in the ledger, and the shards the day's tasks take them in."""
+"""The day's recordings, entered in the ledger, and the shards the day's tasks take them in.
+
+Between tasks a recording travels as its id (XCom is readable by every Airflow
+user who may see the DAG): the ledger says where the object is and the
+sidecar is read again where it is needed (``recordings_of``).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from datetime import date, timedelta
 
 from asr_tasks import PIPELINE_VERSION
 from asr_tasks.config import AirflowSettings, Settings
-from asr_tasks.intake.days import list_recordings
+from asr_tasks.intake.days import list_recordings, recording_again
 from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.models import Recording
 from asr_tasks.records.ledger import open_ledger
@@ -52,3 +57,16 @@ def plan_shards(recordings: list[Recording], settings: AirflowSettings) -> list[
         shards[-1].append(rec)
         size += rec.size
     return shards
+
+
+def recordings_of(recording_ids: list[str], store: ObjectStore, settings: Settings) -> list[Recording]:
+    """The recordings these ids name, in their order, as the listing found them (their sidecars read again)."""
+    return [recording_again(store, row) for row in open_ledger(settings.ledger).versions(recording_ids)]
+
+
+def plan_ids(recording_ids: list[str], settings: Settings) -> list[list[str]]:
+    """``plan_shards`` by id: the ledger's keys and sizes are all planning needs (no sidecar is read)."""
+    rows = open_ledger(settings.ledger).versions(recording_ids)
+    listed = [Recording(r["recording_id"], r["bucket"], r["key"], r["etag"], int(r["size"] or 0), "",
+                        r["call_date"]) for r in rows]
+    return [[rec.recording_id for rec in shard] for shard in plan_shards(listed, settings.airflow)]

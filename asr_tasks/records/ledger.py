@@ -282,6 +282,18 @@ class Ledger:
                                         .where(recordings.c.recording_id.in_(batch))).scalars())
         return found
 
+    def versions(self, recording_ids: list[str]) -> list[dict[str, Any]]:
+        """These recording versions' rows (where each object is: bucket, key, ETag, size, call date), in the
+        order asked; ids the ledger does not have are left out."""
+        found: dict[str, dict[str, Any]] = {}
+        t = recordings
+        with self.engine.connect() as db:
+            for start in range(0, len(recording_ids), 500):
+                query = select(t.c.recording_id, t.c.bucket, t.c.key, t.c.etag, t.c.size, t.c.call_date).where(
+                    t.c.recording_id.in_(recording_ids[start : start + 500]))
+                found.update({row.recording_id: dict(row._mapping) for row in db.execute(query)})
+        return [found[rid] for rid in recording_ids if rid in found]
+
     def rows(self, call_date: str | None = None) -> list[dict[str, Any]]:
         """Every recording version (of one day), in key order; times as ISO 8601 text."""
         query = select(recordings).order_by(recordings.c.key, recordings.c.sensed_at)
