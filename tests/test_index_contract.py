@@ -346,6 +346,28 @@ def test_a_deleted_recording_leaves_the_view(index: TranscriptIndex) -> None:
     assert index.recording(zh.recording_id) is None and index.segments(zh.recording_id) == []
     assert index.recordings("2026-11-27") == []
     assert index.delete_recording("recordings", ZH_KEY) == 0
+    index.purge_deleted()  # the words are merged out of the backend's files; the view is the same
+    assert spans(index, "保证收益") == {(OLD_KEY, 3.0)} and index.recording(zh.recording_id) is None
+
+
+def test_an_erased_recordings_words_leave_the_sqlite_file(settings: Settings) -> None:
+    """What the view no longer shows must not linger in the file's pages or its write-ahead log either."""
+    index = open_index(settings.index)
+    _fill(index)
+    secret = _recording("calls/2026/11/27/secret.wav", agent="AG-9")
+    index.replace_recording(Transcript(secret, 5.0, [Segment(secret.recording_id, 0, "agent", 0.0, 1.0,
+                                                             f"xylophonist zanzibarian {n}") for n in range(40)],
+                                       "en", "m", "2"))
+    path = settings.index.path("index_path")
+
+    def stored(word: bytes) -> int:
+        return sum(p.read_bytes().count(word) for p in path.parent.glob(path.name + "*"))
+
+    assert stored(b"zanzibarian") > 0
+    index.delete_recording("recordings", secret.key)
+    index.purge_deleted()
+    assert stored(b"xylophon") == stored(b"zanzibar") == stored(secret.recording_id.encode()) == 0
+    assert spans(index, "保证收益")  # the others are all there
 
 
 def test_analytics_rules_and_quality_filter_and_facet_alike(index: TranscriptIndex) -> None:

@@ -23,6 +23,11 @@ class TranscriptIndex(ABC):
         """Take every version of the object out of the view; how many recordings went (0 or 1)."""
 
     @abstractmethod
+    def purge_deleted(self) -> None:
+        """Rewrite what deletions left in the backend's own files (a full-text index keeps deleted words in its
+        pages or segments until they are merged): after an erasure, none of its words may remain anywhere."""
+
+    @abstractmethod
     def segments(self, recording_id: str) -> list[Segment]:
         """One recording's segments in the order they were said."""
 

@@ -321,6 +321,11 @@ class ElasticsearchIndex(TranscriptIndex):
         self._bulk(actions, f"{bucket}/{key}")
         return 1
 
+    def purge_deleted(self) -> None:
+        """Lucene keeps deleted documents in its segments until they merge: expunge them from every index."""
+        pattern = ",".join(f"{self.prefix}-{kind}-*" for kind in KINDS)
+        self._call(lambda: self.client.indices.forcemerge(index=pattern, only_expunge_deletes=True))
+
     # reading
 
     def segments(self, recording_id: str) -> list[Segment]:

@@ -128,6 +128,7 @@ class SqliteIndex(TranscriptIndex):
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=60)
         db.row_factory = sqlite3.Row
+        db.execute("PRAGMA secure_delete = ON")  # a deleted row's bytes are overwritten, not left in a free page
         return db
 
     @contextmanager
@@ -318,6 +319,14 @@ class SqliteIndex(TranscriptIndex):
     def delete_recording(self, bucket: str, key: str) -> int:
         with self._write() as db:
             return self._delete_versions(db, bucket, key)
+
+    def purge_deleted(self) -> None:
+        """FTS5 keeps a deleted row's terms in its b-tree until its segments merge: merge them all, then copy
+        the write-ahead log into the file and empty it (it holds the pages as they were)."""
+        with self._write() as db:
+            db.execute("INSERT INTO segments_fts(segments_fts) VALUES ('optimize')")
+        with closing(self._connect()) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def segments(self, recording_id: str) -> list[Segment]:
         with closing(self._connect()) as db:

@@ -120,6 +120,8 @@ class Eraser:
             (result.finished if resumed else result.erased).append(key)
             for row in versions:
                 touched.setdefault(row["call_date"] or "undated", set()).add(row["recording_id"])
+        if touched:
+            self.index.purge_deleted()
         for day, ids in sorted(touched.items()):
             self._rewrite_reports(day, ids)
             result.days.append(day)
