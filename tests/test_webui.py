@@ -100,13 +100,20 @@ def test_every_request_for_audio_is_logged_whatever_its_range(
     assert max(len(d) for d in plays) < 120 and not any("<" in d for d in plays)
 
 
-def test_a_card_number_searched_for_is_logged_masked(client: TestClient, settings: Settings) -> None:
-    """What people type into the search box is personal data too: the access log keeps it as the policy masks it."""
+def test_a_card_number_searched_for_is_logged_masked(client: TestClient, settings: Settings,
+                                                     jfk_rec: Recording) -> None:
+    """What people type is personal data too (the search box, a filter, the search a call page was opened from):
+    the access log keeps it as the policy masks it."""
+    card = "4111 1111 1111 1111"
     for url in ("/", "/api/search", "/api/counts", "/api/export"):
-        params = {"q": "card 4111 1111 1111 1111", **({"format": "csv"} if url == "/api/export" else {})}
+        params = {"q": f"card {card}", **({"format": "csv"} if url == "/api/export" else {})}
         assert client.get(url, params=params).status_code == 200, url
-    queries = [e.query or "" for e in AccessLog(open_ledger(settings.ledger)).entries()]
-    assert len(queries) == 4 and all("[CARD ****1111]" in q and "4111 1111" not in q for q in queries), queries
+    assert client.get("/api/search", params={"q": "country", "agent": card}).status_code == 200
+    assert client.get(f"/call/{jfk_rec.recording_id}", params={"q": card}).status_code == 200
+    entries = AccessLog(open_ledger(settings.ledger)).entries()
+    assert len(entries) == 6 and sum("[CARD ****1111]" in (e.query or "") for e in entries) == 4
+    assert "4111 1111" not in " ".join(json.dumps(e.to_dict(), ensure_ascii=False) for e in entries)
+    assert client.get("/api/search", params={"q": "x", "after": "A" * 40_000}).status_code == 422  # no cursor
 
 
 def test_audio_is_served_with_ranges(client: TestClient, jfk: Path, jfk_rec: Recording) -> None:

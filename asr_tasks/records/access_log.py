@@ -40,8 +40,8 @@ class AccessEntry:
 
 
 class AccessLog:
-    """The access log of one ledger database; with a PII policy, what people searched for is kept masked (a card
-    number typed into the search box is personal data too)."""
+    """The access log of one ledger database; with a PII policy, what people typed is kept masked (a card number
+    in the search box or a filter is personal data too)."""
 
     def __init__(self, ledger: Ledger, policy: Policy | None = None) -> None:
         self.engine = ledger.engine
@@ -52,8 +52,9 @@ class AccessLog:
         if action not in ACTIONS:
             raise ValueError(f"unknown access action {action!r} (actions: {', '.join(ACTIONS)})")
         kept = {k: v for k, v in (filters or {}).items() if v not in (None, "")}
-        if query and self.policy is not None:
-            query = mask_text(query, self.policy)
+        if self.policy is not None:  # what a person typed may be anywhere in the row: the query, a filter, the detail
+            query, detail = (mask_text(text, self.policy) if text else text for text in (query, detail))
+            kept = {k: mask_text(v, self.policy) if isinstance(v, str) else v for k, v in kept.items()}
         with self.engine.begin() as db:
             db.execute(insert(access_log).values(
                 at=datetime.now(timezone.utc), user=user, action=action, recording_id=recording_id, query=query,

@@ -35,6 +35,7 @@ from asr_tasks.web.pages import render_page
 PERMISSION = "read"
 PAGE_SIZE = 20
 
+MAX_CURSOR_CHARS = 512  # a page cursor is a few sort values; anything longer is not one
 router = APIRouter()
 
 
@@ -118,7 +119,7 @@ def page(
     rule: str = "",
     non_talk_percent: str = Query("", pattern=r"^(\d{1,3}(\.\d+)?)?$"),  # a form sends an empty field as ""
     agent_interruptions: str = Query("", pattern=r"^\d{0,6}$"),
-    after: str = "",
+    after: str = Query("", max_length=MAX_CURSOR_CHARS),
     recording_id: str = "",
     t: Second = 0.0,
 ) -> HTMLResponse:
@@ -154,7 +155,7 @@ def api_search(
     index: IndexOpener,
     access: Access,
     size: int = Query(PAGE_SIZE, ge=1, le=500),
-    after: str | None = None,
+    after: str | None = Query(None, max_length=MAX_CURSOR_CHARS),
 ) -> dict[str, Any]:
     """Hits as JSON (highlights escaped, their matches in <em>), with the cursor of the next page."""
     try:
