@@ -81,6 +81,15 @@ def test_config_masks_every_url_of_a_list_and_secrets_asked_for_by_name() -> Non
     assert asr("config", "--get", "es_password", "--reveal", env=env).stdout.strip() == "hunter2"
 
 
+def test_config_masks_passwords_however_the_urls_are_written() -> None:
+    from asr_tasks.cli.main import masked_url
+
+    assert masked_url("https://u:pw1@a:9200;https://u:pw2@b:9200") == "https://u:***@a:9200;https://u:***@b:9200"
+    assert masked_url("u:pw@a:9200") == "u:***@a:9200"  # no scheme
+    assert masked_url("https://a:9200/?api_key=zzz&password=qq") == "https://a:9200/?api_key=***&password=***"
+    assert masked_url("https://es:9200") == "https://es:9200" and masked_url("sqlite:///var/l.sqlite").endswith("l.sqlite")
+
+
 def test_transcribe_shows_a_progress_bar_on_a_terminal_and_none_for_scripts(jfk: Path, model_dir: Path) -> None:
     import pty
 

@@ -578,6 +578,9 @@ def test_a_line_break_in_a_segment_cannot_forge_a_cue(
     assert srt == "1\n00:00:01,000 --> 00:00:02,000\nagent: fine. 99 00:00:00,000 -> 00:09:59,000 agent: I promise a refund\n"
     assert vtt.count("-->") == 1 and len(txt.strip().splitlines()) == 3  # the heading, a blank line, one line
     assert client.get(f"{base}.json").json()["segments"][0]["text"] == forged  # JSON carries the text as it is
+    index.replace_recording(Transcript(recording=rec, duration=9.0, language="en", model="m", pipeline_version="1",
+                                       segments=[Segment(rec.recording_id, 0, "agent", 1.0, 2.0, "<b>a & b</b>")]))
+    assert "<v agent>&lt;b&gt;a &amp; b&lt;/b&gt;\n" in client.get(f"{base}.vtt").text  # cue text is markup there
 
 
 def test_a_searchs_whole_result_exports_as_csv_and_json(client: TestClient, stereo: Recording) -> None:

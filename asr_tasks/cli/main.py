@@ -7,13 +7,14 @@ import argparse
 import dataclasses
 import json
 import logging
+import re
 import sys
 import tempfile
 import time
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Sequence
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode
 
 import yaml
 from rich.console import Console
@@ -27,20 +28,17 @@ from asr_tasks.transcription.engine import ModelError
 SECRET_WORDS = ("password", "secret", "api_key", "token")
 
 
+# A password in a URL's user part (with or without a scheme) and a secret in its query string.
+URL_PASSWORD = re.compile(r"(?P<user>(?:^|[,;\s]|://)[^:/@,;\s]*):[^@/,;\s]*@")
+SECRET_PARAMETER = re.compile(r"(?i)(?P<name>[?&;](?:password|passwd|pwd|secret|token|api_key|apikey)=)[^&#,;\s]*")
+
+
 def masked_url(value: Any) -> Any:
-    """URLs with their passwords as ``***`` (``postgresql://asr:***@db/asr``), each of a comma-separated list
-    (Elasticsearch nodes); any other value as it is."""
-    if not isinstance(value, str) or "://" not in value:
+    """URLs with their passwords and secret parameters as ``***`` (``postgresql://asr:***@db/asr``), every one
+    of a list whatever separates them; any other value as it is."""
+    if not isinstance(value, str) or not ("@" in value or "=" in value):
         return value
-    return ",".join(_masked_one(url) for url in value.split(","))
-
-
-def _masked_one(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    return SECRET_PARAMETER.sub(r"\g<name>***", URL_PASSWORD.sub(r"\g<user>:***@", value))
 
 
 def shown_value(key: str, value: Any) -> Any:

@@ -175,8 +175,9 @@ def export_transcript(fmt: str, rec: dict[str, Any], segments: list[Segment]) ->
     if fmt == "srt":
         return "\n".join(f"{n}\n{_stamp(s.start, ',')} --> {_stamp(s.end, ',')}\n{s.speaker}: {s.text}\n"
                          for n, s in enumerate(ordered, 1))
-    if fmt == "vtt":
-        return "WEBVTT\n\n" + "\n".join(f"{_stamp(s.start, '.')} --> {_stamp(s.end, '.')}\n<v {s.speaker}>{s.text}\n"
+    if fmt == "vtt":  # a cue's text is markup in WebVTT: <, > and & escaped, as the format asks
+        return "WEBVTT\n\n" + "\n".join(f"{_stamp(s.start, '.')} --> {_stamp(s.end, '.')}\n"
+                                        f"<v {html.escape(s.speaker)}>{html.escape(s.text, quote=False)}\n"
                                         for s in ordered)
     if fmt == "json":
         fields = ("recording_id", "key", "call_date", "agent_id", "customer_id", "direction", "duration", "quality")
