@@ -38,6 +38,7 @@ from asr_tasks.intake.stores import LocalStore, MinioConfig, MinioStore
 from asr_tasks.models import Quarantine, Recording, Segment, Transcript, recording_id_for
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.ledger import open_ledger
+from asr_tasks.version import RecordingVersion
 from asr_tasks.web.app import create_app
 
 ARTEFACTS = PROJECT_ROOT / "var" / "test-artefacts"
@@ -67,15 +68,26 @@ def world(settings: Settings, jfk: Path, jfk_rec: Recording) -> tuple[SqliteInde
     store = LocalStore(settings.storage.path("store_root"))
     store.put_file("recordings", JFK_KEY, jfk)
     index = SqliteIndex(settings.index.path("index_path"))
-    index.replace_recording(Transcript(
-        recording=jfk_rec, duration=11.0, language="en", model="m", pipeline_version="1",
-        segments=[Segment(jfk_rec.recording_id, 0, "mixed", s, e, t) for s, e, t in JFK_LINES]))
     zh = _recording(ZH_KEY, "AG-1001")
-    index.replace_recording(Transcript(
-        recording=zh, duration=20.0, language="zh", model="m", pipeline_version="1", quality="needs_review",
-        segments=[Segment(zh.recording_id, 0, "agent", 2.0, 5.0, "这款产品保证收益 <script>alert(1)</script>"),
-                  Segment(zh.recording_id, 1, "customer", 6.0, 8.0, "收益多少？")]))
+    for transcript in (
+        Transcript(recording=jfk_rec, duration=11.0, language="en", model="m", pipeline_version="1",
+                   segments=[Segment(jfk_rec.recording_id, 0, "mixed", s, e, t) for s, e, t in JFK_LINES]),
+        Transcript(recording=zh, duration=20.0, language="zh", model="m", pipeline_version="1", quality="needs_review",
+                   segments=[Segment(zh.recording_id, 0, "agent", 2.0, 5.0, "这款产品保证收益 <script>alert(1)</script>"),
+                             Segment(zh.recording_id, 1, "customer", 6.0, 8.0, "收益多少？")]),
+    ):
+        gated(store, settings, transcript)
+        index.replace_recording(transcript)
     return index, store
+
+
+def gated(store: LocalStore, settings: Settings, transcript: Transcript) -> None:
+    """The call's gated transcript where the pipeline version that indexed it keeps it: what says whether
+    personal data was said in the call, so whether its audio may be played as uploaded."""
+    version = RecordingVersion(transcript.recording.call_date, transcript.recording.recording_id,
+                               transcript.pipeline_version)
+    store.put_bytes(settings.storage.artefacts_bucket, version.gated(transcript.model),
+                    json.dumps(transcript.to_dict()).encode())
 
 
 @pytest.fixture
@@ -132,13 +144,21 @@ def test_audio_is_served_with_ranges(client: TestClient, jfk: Path, jfk_rec: Rec
     assert client.get("/audio/0123456789abcdef01234567").status_code == 404
 
 
+def stored_gated(minio: MinioStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A MinIO store without a server that holds one thing, a gated transcript in which nothing personal was found."""
+    monkeypatch.setattr(minio, "exists", lambda bucket, key: "/gated." in key)
+    monkeypatch.setattr(minio, "get_bytes", lambda bucket, key: json.dumps(
+        Transcript(recording=_recording(JFK_KEY, "AG-1004"), duration=11.0, segments=[], language="en", model="m",
+                   pipeline_version="1").to_dict()).encode())
+
+
 def test_audio_from_minio_is_a_presigned_redirect(settings: Settings, world: tuple[SqliteIndex, LocalStore],
                                                   jfk_rec: Recording, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     minio = MinioStore(MinioConfig("minio.intranet:9000", "auditor", "s3cret", secure=True, region="us-east-1"),
                        tmp_path / "work")
     monkeypatch.setattr(minio, "head", lambda bucket, key, length: b"fLaC" + bytes(12))  # the route reads 16 bytes
-    monkeypatch.setattr(minio, "exists", lambda bucket, key: False)  # no redacted rendition, no gated transcript
+    stored_gated(minio, monkeypatch)  # no redacted rendition; a gated transcript without personal data
     app = create_app(settings, index=world[0], store=minio)
     answer = TestClient(app).get(f"/audio/{jfk_rec.recording_id}", follow_redirects=False)
     assert answer.status_code == 307
@@ -432,8 +452,12 @@ def test_the_audio_route_serves_decoded_audio_only(settings: Settings, world: tu
 
     disguised = _recording("calls/2026/11/27/page.flac", "AG-1")  # indexed somehow, but no audio inside
     store.put_bytes("recordings", disguised.key, b"<svg onload=alert(1)></svg>" * 4)
-    index.replace_recording(Transcript(recording=disguised, duration=1.0, language="en", model="m",
-                                       pipeline_version="1", segments=[]))
+    nothing_said = Transcript(recording=disguised, duration=1.0, language="en", model="m", pipeline_version="1",
+                              segments=[])
+    index.replace_recording(nothing_said)
+    unknown = client.get(f"/audio/{disguised.recording_id}")  # no gated transcript: is personal data in it?
+    assert unknown.status_code == 409 and "gated transcript is not stored" in unknown.json()["detail"]
+    gated(store, settings, nothing_said)
     assert client.get(f"/audio/{disguised.recording_id}").status_code == 415
 
     served = client.get(f"/audio/{jfk_rec.recording_id}")
@@ -452,7 +476,7 @@ def test_presigned_audio_uses_the_public_endpoint_and_fixes_type_and_disposition
                              minio_public_url="https://media.bank.example")
     minio = MinioStore(MinioConfig.from_settings(conf.storage), tmp_path / "work")
     monkeypatch.setattr(minio, "head", lambda bucket, key, length: b"fLaC\0\0\0\x22" + bytes(8))  # no server here
-    monkeypatch.setattr(minio, "exists", lambda bucket, key: False)
+    stored_gated(minio, monkeypatch)
     answer = TestClient(create_app(conf, index=world[0], store=minio)).get(f"/audio/{jfk_rec.recording_id}",
                                                                            follow_redirects=False)
     location = answer.headers["location"]
@@ -480,8 +504,6 @@ def test_asr_ui_answers_its_own_host_names_only(settings: Settings, world: tuple
 
 def test_a_call_with_personal_data_is_played_from_its_redacted_rendition(
         settings: Settings, world: tuple[SqliteIndex, LocalStore], jfk_rec: Recording, tmp_path: Path) -> None:
-    from asr_tasks.version import RecordingVersion
-
     index, store = world
     # The call was indexed by pipeline version 1 (the fixture) and the pipeline is at a later one now: its
     # artefacts are where version 1 put them, and the page must look there, not serve the original upload.

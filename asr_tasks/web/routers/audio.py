@@ -62,13 +62,20 @@ def servable(index: TranscriptIndex, ledger: Ledger, recording_id: str) -> dict[
 
 
 def playable(settings: Settings, rec: dict[str, Any], store: ObjectStore) -> tuple[str, str]:
-    """Where the recording's audio is played from: the redacted rendition when personal data was said in it."""
+    """Where the recording's audio is played from: the redacted rendition when personal data was said in it.
+
+    Fails closed: with redaction on, a call whose gated transcript is not stored (so nobody knows whether
+    personal data was said in it) is not played at all, rather than played as uploaded."""
     version, artefacts = RecordingVersion.indexed(rec), Artefacts.of(store, settings, str(rec.get("model")))
     if artefacts.exists(version.redacted_audio):
         return artefacts.bucket, version.redacted_audio
-    if artefacts.exists(version.gated(artefacts.model)) and artefacts.gated(version).pii:
-        raise HTTPException(status_code=409, detail=f"recording {rec['recording_id']}: its redacted audio is "
-                                                    "not ready; the original is not served")
+    refused = f"recording {rec['recording_id']}: the original is not served: "
+    if artefacts.exists(version.gated(artefacts.model)):
+        if artefacts.gated(version).pii:
+            raise HTTPException(status_code=409, detail=refused + "its redacted audio is not ready")
+    elif settings.postprocess.redact_pii:
+        raise HTTPException(status_code=409, detail=refused + "its gated transcript is not stored, so what was "
+                                                              "said in it is not known")
     return rec["bucket"], rec["key"]
 
 
