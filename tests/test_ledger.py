@@ -110,6 +110,8 @@ def test_a_recording_walks_through_its_states_with_timings(url: str) -> None:
     json.dumps(ledger.rows())  # what asr status --json prints
     with pytest.raises(ValueError, match="unknown stage"):
         ledger.advance(good.recording_id, "indexed", stage="audit")
+    with pytest.raises(ValueError, match="not a step forward"):  # superseding and erasing have their own calls
+        ledger.advance(good.recording_id, "superseded")
 
 
 def test_states_only_move_forward(url: str) -> None:

@@ -122,8 +122,10 @@ def recording_of(bucket: str, key: str, etag: str, size: int, call_date: str, me
 def recording_again(store: ObjectStore, row: dict[str, Any]) -> Recording:
     """A version the listing found, from where the ledger says it is (bucket, key, ETag, size, call date), its
     sidecar read again: what a later task needs, handed over as an id instead of through XCom."""
-    sidecar = sidecar_key(row["key"])
-    meta = _read_sidecar(store, row["bucket"], sidecar) if store.exists(row["bucket"], sidecar) else {}
+    try:
+        meta = _read_sidecar(store, row["bucket"], sidecar_key(row["key"]))
+    except FileNotFoundError:  # a recording without a sidecar; one request either way
+        meta = {}
     return recording_of(row["bucket"], row["key"], row["etag"], int(row["size"] or 0), row["call_date"], meta)
 
 

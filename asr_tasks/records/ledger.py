@@ -218,8 +218,10 @@ class Ledger:
         gate's outcome over the one preprocessing gave.
         """
         target = RecordingState(state)
-        before = [s for s in RecordingState if s.rank is not None and target.rank is not None
-                  and (s.rank < target.rank or (s.final and target.final and s != target))]
+        if target.rank is None:
+            raise ValueError(f"{target} is not a step forward of a recording (superseded and erasure have their own)")
+        before = [s for s in RecordingState
+                  if s.rank is not None and (s.rank < target.rank or (s.final and target.final and s != target))]
         values: dict[str, Any] = {"state": target, "reason": reason, "updated_at": _now()}
         if stage is not None:
             if stage not in STAGES:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections.abc import Callable
 from typing import get_args
 
 from asr_tasks.config import AsrSettings, EngineName, ModelFamily
@@ -48,7 +49,7 @@ def get_engine(settings: AsrSettings, hotwords: str | None = None) -> AsrEngine:
                 if settings.model_family == "qwen3_asr":
                     from asr_tasks.transcription.qwen3_asr import TransformersQwen3Asr
 
-                    loader: type[AsrEngine] = TransformersQwen3Asr
+                    loader: Callable[[AsrSettings, str | None], AsrEngine] = TransformersQwen3Asr
                 else:
                     from asr_tasks.transcription.transformers import TransformersWhisper
 
@@ -60,7 +61,7 @@ def get_engine(settings: AsrSettings, hotwords: str | None = None) -> AsrEngine:
                     f"engine transformers needs {' and '.join(TRANSFORMERS_PACKAGES)}, and {exc.name} is not "
                     "installed: pip install -r requirements-transformers.txt -c constraints.txt"
                 ) from exc
-            engine = loader(settings, hotwords)  # type: ignore[call-arg]
+            engine = loader(settings, hotwords)
         _loaded[key] = engine
     return _loaded[key]
 
