@@ -48,6 +48,8 @@ MOVED = {
 }
 GONE = {
     "sample_rate": "audio is always decoded to 16 kHz, the rate the VAD and the models are made for; remove it",
+    "minio_public_url": "browsers no longer fetch audio from MinIO: the search app serves every byte, so that "
+                        "each request is logged; remove it",
 }
 
 # The choices of the settings that have a fixed set of them; validated whenever a section is made.
@@ -92,8 +94,6 @@ class StorageSettings(_Section):
     minio_ca_bundle: str | None = None
     minio_region: str | None = None
     minio_conn_id: str | None = "asr_minio"
-    # what browsers play presigned audio from (https://minio.example:9000); None: the endpoint above
-    minio_public_url: str | None = None
     store_retries: int = 5
     store_retry_backoff_seconds: float = 0.5
     # when a day's recordings are complete: "quiet" (no upload for ready_quiet_seconds after the day) or "marker"

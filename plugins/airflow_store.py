@@ -12,14 +12,13 @@ import logging
 from typing import Any
 
 from asr_tasks.config import StorageSettings
-from asr_tasks.intake.stores import MinioConfig, ObjectStore, open_store, public_fields, split_endpoint
+from asr_tasks.intake.stores import MinioConfig, ObjectStore, open_store, split_endpoint
 
 log = logging.getLogger(__name__)
 
 
-def config_from_connection(conn: Any, public_url: str | None = None) -> MinioConfig:
-    """From an Airflow connection: host[:port] (or a URL), login, password, extra secure/ca_bundle/region/
-    public_url (else ``public_url``: the settings' ``minio_public_url``)."""
+def config_from_connection(conn: Any) -> MinioConfig:
+    """From an Airflow connection: host[:port] (or a URL), login, password, extra secure/ca_bundle/region."""
     extra = dict(conn.extra_dejson or {})
     host = conn.host or extra.get("endpoint_url") or ""
     if not host:
@@ -35,7 +34,6 @@ def config_from_connection(conn: Any, public_url: str | None = None) -> MinioCon
         secure=secure,
         ca_bundle=extra.get("ca_bundle") or None,
         region=extra.get("region") or extra.get("region_name") or None,
-        **public_fields(extra.get("public_url") or public_url),
     )
 
 
@@ -51,7 +49,7 @@ def connection_minio_config(settings: StorageSettings) -> MinioConfig | None:
     except AirflowNotFoundException:
         log.info("no Airflow connection %r; MinIO settings come from minio_* / ASR_MINIO_*", settings.minio_conn_id)
         return None
-    return config_from_connection(conn, settings.minio_public_url)
+    return config_from_connection(conn)
 
 
 def task_store(settings: StorageSettings) -> ObjectStore:

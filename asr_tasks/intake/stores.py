@@ -17,7 +17,7 @@ import shutil
 import tempfile
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Protocol, TypeVar
 from urllib.parse import urlsplit
@@ -29,6 +29,7 @@ from asr_tasks.config import StorageSettings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+CHUNK_BYTES = 1 << 16  # what a stream reads at a time
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,12 @@ class ObjectStore(Protocol):
         """The object's first ``length`` bytes (what it is, by its content)."""
         ...
 
-    def presigned_url(self, bucket: str, key: str, expires: timedelta,
-                      response_headers: dict[str, str] | None = None) -> str | None:
-        """A URL a browser can fetch the object from; ``response_headers`` fix the answer's type and disposition."""
+    def size(self, bucket: str, key: str) -> int:
+        """The object's size in bytes (FileNotFoundError when there is none), without reading or hashing it."""
+        ...
+
+    def stream(self, bucket: str, key: str, start: int, length: int) -> Iterator[bytes]:
+        """``length`` bytes of the object from ``start``, in chunks: a part of a recording as a player asks for it."""
         ...
 
 
@@ -168,10 +172,21 @@ class LocalStore:
         with open(path, "rb") as fh:
             return fh.read(length)
 
-    def presigned_url(self, bucket: str, key: str, expires: timedelta,
-                      response_headers: dict[str, str] | None = None) -> str | None:
-        """A ``file://`` URL: the folder has no access control to sign for, so ``expires`` does not apply."""
-        return self._path(bucket, key).resolve().as_uri()
+    def size(self, bucket: str, key: str) -> int:
+        path = self._path(bucket, key)
+        if not path.is_file():
+            raise FileNotFoundError(f"{bucket}/{key}: no such object")
+        return path.stat().st_size
+
+    def stream(self, bucket: str, key: str, start: int, length: int) -> Iterator[bytes]:
+        path = self._path(bucket, key)
+        if not path.is_file():
+            raise FileNotFoundError(f"{bucket}/{key}: no such object")
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            while length > 0 and (chunk := fh.read(min(CHUNK_BYTES, length))):
+                length -= len(chunk)
+                yield chunk
 
 
 # --- MinIO ---------------------------------------------------------------------------
@@ -193,8 +208,6 @@ class MinioConfig:
     secure: bool = True
     ca_bundle: str | None = None
     region: str | None = None
-    public_endpoint: str | None = None  # host:port browsers use for presigned URLs
-    public_secure: bool = True
 
     @classmethod
     def from_settings(cls, settings: StorageSettings) -> "MinioConfig":
@@ -206,16 +219,7 @@ class MinioConfig:
             secure=secure,
             ca_bundle=str(settings.path("minio_ca_bundle")) if settings.minio_ca_bundle else None,
             region=settings.minio_region,
-            **public_fields(settings.minio_public_url),
         )
-
-
-def public_fields(url: str | None) -> dict[str, Any]:
-    """The public endpoint's fields of a MinioConfig, from ``https://host:port`` (HTTPS unless it says http)."""
-    if not url:
-        return {}
-    endpoint, secure = split_endpoint(url, True)
-    return {"public_endpoint": endpoint, "public_secure": secure}
 
 
 def split_endpoint(value: str, secure: bool) -> tuple[str, bool]:
@@ -288,12 +292,6 @@ class MinioStore:
             secure=config.secure,
             region=config.region,
             http_client=http_client,
-        )
-        # Browsers reach MinIO by its public name (HTTPS), which the workers may not use; the signature covers
-        # the host, so URLs for them are signed by a client of that endpoint (with a region: no request made).
-        self.signer = self.client if not config.public_endpoint else Minio(
-            config.public_endpoint, access_key=config.access_key or None, secret_key=config.secret_key or None,
-            secure=config.public_secure, region=config.region or "us-east-1", http_client=http_client,
         )
         self.work_dir = Path(work_dir)
         self.retries = retries
@@ -417,13 +415,21 @@ class MinioStore:
         with _missing_as_file_not_found(bucket, key):
             return self._call(f"read the head of {bucket}/{key}", read)
 
-    def presigned_url(self, bucket: str, key: str, expires: timedelta,
-                      response_headers: dict[str, str] | None = None) -> str | None:
-        """A time-limited GET URL for playback, for the public endpoint where one is set; signed locally."""
-        headers: dict[str, str | list[str] | tuple[str]] = {
-            f"response-{name.lower()}": value for name, value in (response_headers or {}).items()}
-        return self._call(f"presign {bucket}/{key}", lambda: self.signer.presigned_get_object(
-            bucket, key, expires=expires, response_headers=headers or None))
+    def size(self, bucket: str, key: str) -> int:
+        info = self.stat(bucket, key)
+        if info is None:
+            raise FileNotFoundError(f"{bucket}/{key}: no such object")
+        return info.size
+
+    def stream(self, bucket: str, key: str, start: int, length: int) -> Iterator[bytes]:
+        with _missing_as_file_not_found(bucket, key):
+            answer = self._call(f"read {bucket}/{key}", lambda: self.client.get_object(bucket, key, offset=start,
+                                                                                        length=length))
+        try:
+            yield from answer.stream(CHUNK_BYTES)
+        finally:
+            answer.close()
+            answer.release_conn()
 
 
 @contextmanager

@@ -19,7 +19,8 @@ from asr_tasks.records.ledger import Ledger, access_log, as_utc, open_ledger
 from asr_tasks.text.masking import configured_policy
 from asr_tasks.text.pii import Policy, mask_text
 
-ACTIONS = ("search", "play", "export", "erase", "hold", "release", "read")
+# "list": a page of many recordings or rows (a day's keys, the holds, the access log itself)
+ACTIONS = ("search", "play", "export", "erase", "hold", "release", "read", "list")
 
 
 @dataclass(frozen=True)

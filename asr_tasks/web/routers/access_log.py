@@ -1,4 +1,5 @@
-"""The access log as a page, for the auditor: who searched, played, exported, erased or held what."""
+"""The access log as a page, for the auditor: who searched, played, exported, erased or held what. Reading it
+is itself a row of it (``door.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from asr_tasks.web.deps import Access
+from asr_tasks.web.door import CallDoor
 from asr_tasks.web.pages import render_page
 
 PERMISSION = "access_log"
@@ -18,11 +19,13 @@ router = APIRouter()
 
 
 @router.get("/access-log", response_class=HTMLResponse)
-def access_log_page(request: Request, access: Access, days: int = Query(7, ge=1, le=3660), who: str = "",
+def access_log_page(request: Request, door: CallDoor, days: int = Query(7, ge=1, le=3660), who: str = "",
                     recording: str = "", page: int = Query(0, ge=0, le=100_000)) -> HTMLResponse:
     """Who searched, played, exported, erased or held what, newest first, a page at a time."""
     since = datetime.now(timezone.utc) - timedelta(days=days)
-    entries = access.entries(since=since, user=who or None, recording_id=recording or None, limit=PAGE_ROWS + 1,
+    door.log("list", recording_id=recording or None, detail=f"the access log of {days} days, page {page}"
+             + (f", of {who}" if who else ""))
+    entries = door.access.entries(since=since, user=who or None, recording_id=recording or None, limit=PAGE_ROWS + 1,
                              newest_first=True, skip=page * PAGE_ROWS)
     older = urlencode({"days": days, "who": who, "recording": recording, "page": page + 1})
     return render_page(request, "access_log.html", entries=entries[:PAGE_ROWS], days=days, who=who,

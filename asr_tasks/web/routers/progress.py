@@ -1,5 +1,6 @@
 """The operator's view of the backlog from the ledger: how far each month is, finished audio per hour, and one
-day's recordings as ``asr status`` prints them."""
+day's recordings as ``asr status`` prints them. Each page read goes to the access log (``door.py``); a
+recording being erased shows no key."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
 from asr_tasks.records.progress import finished_per_hour, first_day, progress
-from asr_tasks.states import RecordingState
-from asr_tasks.web.deps import AppLedger
+from asr_tasks.states import GONE_STATES, RecordingState
+from asr_tasks.web.door import CallDoor
 from asr_tasks.web.pages import render_page
 
 PERMISSION = "read"
@@ -51,14 +52,16 @@ def calendar_day(value: str, name: str) -> date:
 
 
 @router.get("/progress", response_class=HTMLResponse)
-def progress_page(request: Request, ledger: AppLedger, date_from: str = Query("", pattern=DAY_PATTERN),
+def progress_page(request: Request, door: CallDoor, date_from: str = Query("", pattern=DAY_PATTERN),
                   date_to: str = Query("", pattern=DAY_PATTERN)) -> HTMLResponse:
     """The operator's view: a bar per year and month, finished audio per hour, failures by reason."""
     now = datetime.now(timezone.utc)
     last = date_to or now.date().isoformat()
+    ledger = door.ledger
     first = date_from or first_day(ledger) or last
     if (calendar_day(last, "date_to") - calendar_day(first, "date_from")).days > MAX_SPAN_YEARS * 366:
         raise HTTPException(status_code=400, detail=f"{first} to {last}: at most {MAX_SPAN_YEARS} years at once")
+    door.log("list", detail=f"progress of {first} to {last}")
     report = progress(ledger, first, last, "month", now)
     years: dict[str, list[Any]] = {}
     for p in report.periods:
@@ -73,10 +76,12 @@ def progress_page(request: Request, ledger: AppLedger, date_from: str = Query(""
 
 @router.get("/progress/day/{day}", response_class=HTMLResponse)
 def progress_day(request: Request, day: Annotated[str, PathParam(pattern=DAY_PATTERN)],
-                 ledger: AppLedger) -> HTMLResponse:
+                 door: CallDoor) -> HTMLResponse:
     """One day's recordings from the ledger, as ``asr status`` prints them."""
     calendar_day(day, "day")
-    rows = [r for r in ledger.rows(day) if r["state"] != RecordingState.SUPERSEDED]
+    door.log("list", detail=f"the recordings of {day}")
+    rows = [{**r, "key": "(erased)"} if r["state"] in GONE_STATES else r for r in door.ledger.rows(day)
+            if r["state"] != RecordingState.SUPERSEDED]
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["state"]] = counts.get(r["state"], 0) + 1

@@ -1,5 +1,6 @@
 """Records management from the page's API, for the records officer: legal holds placed and released, and
-erasure (``asr erase``). The holds and erasures write their own access-log rows."""
+erasure (``asr erase``). The holds and erasures write their own access-log rows, and so does a listing of
+the holds (``door.py``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from asr_tasks.records.erasure import Eraser, select_keys
 from asr_tasks.records.holds import HoldError, Holds, Scope
 from asr_tasks.web.deps import Access, AppLedger, AppSettings, IndexOpener, StoreOpener, User
+from asr_tasks.web.door import CallDoor
 
 PERMISSION = "erase_hold"
 
@@ -55,8 +57,9 @@ LegalHolds = Annotated[Holds, Depends(ledger_holds)]
 
 
 @router.get("/api/holds")
-def list_holds(holds: LegalHolds, include_released: bool = False) -> list[dict[str, Any]]:
+def list_holds(holds: LegalHolds, door: CallDoor, include_released: bool = False) -> list[dict[str, Any]]:
     """The holds in force (and, asked for, those released)."""
+    door.log("list", detail="legal holds, released ones too" if include_released else "legal holds in force")
     return [h.to_dict() for h in holds.listed(include_released=include_released)]
 
 

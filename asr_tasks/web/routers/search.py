@@ -1,10 +1,9 @@
 """The search page and its JSON API: hits with their highlights, facets and counts, and the recording an audit
-link points at. Every search and every recording opened goes to the access log."""
+link points at. Every search and every recording opened goes to the access log (``door.py``)."""
 
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, Sequence
 from urllib.parse import urlencode
@@ -14,22 +13,9 @@ from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
 from asr_tasks.config import Settings
-from asr_tasks.index.base import TranscriptIndex
 from asr_tasks.index.query import HL_CLOSE, HL_OPEN, CursorError, Filters, IndexBackendError, clock
-from asr_tasks.records.access_log import AccessLog
-from asr_tasks.records.ledger import Ledger
-from asr_tasks.web.deps import (
-    MAX_QUERY_CHARS,
-    Access,
-    AppLedger,
-    AppSettings,
-    IndexOpener,
-    SearchFilters,
-    SearchQuery,
-    Second,
-    User,
-    gone,
-)
+from asr_tasks.web.deps import MAX_QUERY_CHARS, AppSettings, SearchFilters, SearchQuery, Second, gone
+from asr_tasks.web.door import CallDoor, Door
 from asr_tasks.web.pages import render_page
 
 PERMISSION = "read"
@@ -71,45 +57,39 @@ def facets(form: dict[str, str], counts: Sequence[Any], rules: dict[str, int]) -
     }
 
 
-def hits_view(q: str, filters: Filters, form: dict[str, str], after: str, index: Callable[[], TranscriptIndex],
-              access: AccessLog, user: str) -> tuple[dict[str, Any], int]:
+def hits_view(q: str, filters: Filters, form: dict[str, str], after: str, door: Door) -> tuple[dict[str, Any], int]:
     """One page of hits, with counts and facets on the first page, logged; or why not (400, 503)."""
     try:
-        result = index().search_page(q, filters, size=PAGE_SIZE, after=after or None, open_tag=HL_OPEN,
-                                     close_tag=HL_CLOSE)
-        counts = [] if after else index().counts(q, filters)
-        rules = {} if after else index().rule_counts(q, filters)
+        result = door.index().search_page(q, filters, size=PAGE_SIZE, after=after or None, open_tag=HL_OPEN,
+                                          close_tag=HL_CLOSE)
+        counts = [] if after else door.index().counts(q, filters)
+        rules = {} if after else door.index().rule_counts(q, filters)
     except (CursorError, ValueError) as exc:
         return {"error": str(exc)}, 400
     except IndexBackendError as exc:
         return {"error": str(exc)}, 503
     view = {"hits": result.hits, "counts": counts, "next_after": result.next_after,
             "next_query": urlencode({**form, "after": result.next_after or ""}), "facets": facets(form, counts, rules)}
-    access.append(user, "search", query=q, filters=asdict(filters),
-                  hits=sum(c.segments for c in counts) if counts else len(result.hits),
-                  detail=f"page after {after}" if after else None)
+    door.log("search", query=q, filters=asdict(filters), hits=sum(c.segments for c in counts) if counts
+             else len(result.hits), detail=f"page after {after}" if after else None)
     return view, 200
 
 
-def focus_view(recording_id: str, t: float, index: Callable[[], TranscriptIndex], ledger: Ledger,
-               access: AccessLog, user: str) -> tuple[dict[str, Any], int]:
+def focus_view(recording_id: str, t: float, door: Door) -> tuple[dict[str, Any], int]:
     """The recording an audit link opens, logged; or why not (410 erased, 404 unknown)."""
-    focus = index().recording(recording_id)
+    focus = door.index().recording(recording_id)
     if focus is None:
-        missing = gone(ledger, recording_id)
+        missing = gone(door.ledger, recording_id)
         return {"error": missing.detail if missing else f"no recording {recording_id}"}, 410 if missing else 404
-    access.append(user, "read", recording_id=recording_id, detail=f"opened at {t:.1f} s")
+    door.log("read", recording_id=recording_id, detail=f"opened at {t:.1f} s")
     return {"focus": focus}, 200
 
 
 @router.get("/", response_class=HTMLResponse)
 def page(
     request: Request,
-    user: User,
     settings: AppSettings,
-    index: IndexOpener,
-    ledger: AppLedger,
-    access: Access,
+    door: CallDoor,
     q: str = "",
     date_from: str = "",
     date_to: str = "",
@@ -135,10 +115,10 @@ def page(
     if len(q) > MAX_QUERY_CHARS:
         view["error"], status = f"the query is longer than {MAX_QUERY_CHARS} characters", 400
     elif q.strip():
-        found, status = hits_view(q, filters, form, after, index, access, user)
+        found, status = hits_view(q, filters, form, after, door)
         view.update(found)
     elif recording_id:
-        found, status = focus_view(recording_id, t, index, ledger, access, user)
+        found, status = focus_view(recording_id, t, door)
         view.update(found)
     return render_page(request, "search.html", status, form=form, speakers=speakers(settings), query=q, t=t,
                        page_size=PAGE_SIZE, clock=clock, marked=highlighted,
@@ -151,30 +131,26 @@ def page(
 def api_search(
     q: SearchQuery,
     filters: SearchFilters,
-    user: User,
-    index: IndexOpener,
-    access: Access,
+    door: CallDoor,
     size: int = Query(PAGE_SIZE, ge=1, le=500),
     after: str | None = Query(None, max_length=MAX_CURSOR_CHARS),
 ) -> dict[str, Any]:
     """Hits as JSON (highlights escaped, their matches in <em>), with the cursor of the next page."""
     try:
-        result = index().search_page(q, filters, size, after, open_tag=HL_OPEN, close_tag=HL_CLOSE)
+        result = door.index().search_page(q, filters, size, after, open_tag=HL_OPEN, close_tag=HL_CLOSE)
     except CursorError as exc:
         raise HTTPException(status_code=400, detail=str(exc)) from exc
     except IndexBackendError as exc:
         raise HTTPException(status_code=503, detail=str(exc)) from exc
-    access.append(user, "search", query=q, filters=asdict(filters), hits=len(result.hits),
-                  detail=f"api page after {after}" if after else "api")
+    door.log("search", query=q, filters=asdict(filters), hits=len(result.hits),
+             detail=f"api page after {after}" if after else "api")
     hits = [{**h.to_dict(), "highlight": escaped_highlight(h.highlight, "<em>", "</em>")} for h in result.hits]
     return {"hits": hits, "next_after": result.next_after}
 
 
 @router.get("/api/counts")
-def api_counts(q: SearchQuery, filters: SearchFilters, user: User, index: IndexOpener,
-               access: Access) -> list[dict[str, Any]]:
+def api_counts(q: SearchQuery, filters: SearchFilters, door: CallDoor) -> list[dict[str, Any]]:
     """Matching segments and recordings per agent and day."""
-    counts = index().counts(q, filters)
-    access.append(user, "search", query=q, filters=asdict(filters), hits=sum(c.segments for c in counts),
-                  detail="api counts")
+    counts = door.index().counts(q, filters)
+    door.log("search", query=q, filters=asdict(filters), hits=sum(c.segments for c in counts), detail="api counts")
     return [c.to_dict() for c in counts]

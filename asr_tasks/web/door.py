@@ -1,0 +1,150 @@
+"""The one door a call's content goes out through.
+
+Every route that answers with something of a call (its audio, text, words,
+highlights, findings, an export, the call page, a day's keys, a hold, the
+access log itself) takes a ``Door``. The router has checked the user's
+permission; the door finds the recording as the index has it (404 unknown, 410
+erased), reads the artefacts of the version that indexed it (never the running
+code's), refuses what is not safe to serve (a quarantined upload; the original
+where personal data was found and no redacted rendition is stored: 409), and
+writes one access-log row per request before anything goes out, naming what
+was served (which bytes of which rendition, from which second; which page).
+``tests/test_door.py`` calls every route of the app and fails when one answers
+with a call's content and no row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.responses import Response, StreamingResponse
+
+from asr_tasks.config import Settings
+from asr_tasks.index.base import TranscriptIndex
+from asr_tasks.intake.artefacts import Artefacts
+from asr_tasks.intake.stores import ObjectStore
+from asr_tasks.models import Segment
+from asr_tasks.records.access_log import AccessLog
+from asr_tasks.records.ledger import Ledger
+from asr_tasks.states import RecordingState
+from asr_tasks.version import RecordingVersion
+from asr_tasks.web.deps import Access, AppLedger, AppSettings, IndexOpener, StoreOpener, User, indexed
+from asr_tasks.web.ranges import Unsatisfiable, part
+
+# Audio containers by their first bytes: (offset, magic) -> media type. Anything else is not served.
+MAGIC: list[tuple[int, bytes, str]] = [
+    (8, b"WAVE", "audio/wav"), (0, b"fLaC", "audio/flac"), (0, b"OggS", "audio/ogg"), (0, b"ID3", "audio/mpeg"),
+    (4, b"ftyp", "audio/mp4"), (0, b"#!AMR", "audio/amr"), (0, b"\x1a\x45\xdf\xa3", "audio/webm"),
+    (0, b".snd", "audio/basic"), (8, b"AIFF", "audio/aiff"), (0, b"riff", "audio/wav"),  # Wave64
+]
+
+
+def audio_media_type(head: bytes) -> str | None:
+    """The media type of an audio file from its first bytes (MPEG audio and ADTS by their frame sync)."""
+    for offset, magic, media_type in MAGIC:
+        if head[offset : offset + len(magic)] == magic:
+            return media_type
+    if len(head) >= 2 and head[0] == 0xFF and head[1] & 0xF6 == 0xF0:
+        return "audio/aac"  # ADTS: sync word, layer 0
+    if len(head) >= 2 and head[0] == 0xFF and head[1] & 0xE0 == 0xE0:
+        return "audio/mpeg"  # an MPEG audio frame without an ID3 tag
+    return None
+
+
+@dataclass
+class Door:
+    """One request's way to a call's content: the signed-in user, the app's stores, and the access log."""
+
+    request: Request
+    user: str
+    settings: Settings
+    index: Callable[[], TranscriptIndex]
+    store: Callable[[], ObjectStore]
+    ledger: Ledger
+    access: AccessLog
+
+    def log(self, action: str, *, recording_id: str | None = None, query: str | None = None,
+            filters: dict[str, Any] | None = None, hits: int | None = None, detail: str | None = None) -> None:
+        """The request's row in the access log, written before its answer goes out."""
+        self.access.append(self.user, action, recording_id=recording_id, query=query, filters=filters, hits=hits,
+                           detail=detail)
+
+    def recording(self, recording_id: str) -> dict[str, Any]:
+        """The recording as the index has it; 410 if it was erased, 404 if there never was one."""
+        return indexed(self.index(), self.ledger, recording_id)
+
+    def call(self, recording_id: str, detail: str, action: str = "read") -> tuple[dict[str, Any], list[Segment]]:
+        """The recording and its segments, logged: what the call page and the transcript exports show."""
+        rec = self.recording(recording_id)
+        segments = self.index().segments(recording_id)
+        self.log(action, recording_id=recording_id, detail=detail)
+        return rec, segments
+
+    def artefacts(self, rec: dict[str, Any]) -> tuple[RecordingVersion, Artefacts]:
+        """The artefacts of the version that indexed the recording, under the model that made them."""
+        return RecordingVersion.indexed(rec), Artefacts.of(self.store(), self.settings, str(rec.get("model")))
+
+    def playable(self, rec: dict[str, Any]) -> tuple[str, str, str]:
+        """Where the page plays a recording from (bucket, key, which rendition): the redacted rendition when
+        personal data was said in it. Fails closed: with redaction on, a call whose gated transcript is not
+        stored (so nobody knows whether personal data was said in it) is not played at all."""
+        version, artefacts = self.artefacts(rec)
+        if artefacts.exists(version.redacted_audio):
+            return artefacts.bucket, version.redacted_audio, "redacted"
+        refused = f"recording {rec['recording_id']}: the original is not served: "
+        if artefacts.exists(version.gated(artefacts.model)):
+            if artefacts.gated(version).pii:
+                raise HTTPException(status_code=409, detail=refused + "its redacted audio is not ready")
+        elif self.settings.postprocess.redact_pii:
+            raise HTTPException(status_code=409, detail=refused + "its gated transcript is not stored, so what "
+                                                                  "was said in it is not known")
+        return rec["bucket"], rec["key"], "as uploaded"
+
+    def unredacted(self, recording_id: str) -> dict[str, Any]:
+        """The transcript as it was before masking, where ``keep_unredacted`` kept it (404 where not), logged."""
+        rec = self.recording(recording_id)
+        version, artefacts = self.artefacts(rec)
+        if not artefacts.exists(version.unredacted(artefacts.model)):
+            raise HTTPException(status_code=404, detail=f"recording {recording_id}: no unredacted transcript is "
+                                                        "kept (keep_unredacted)")
+        self.log("read", recording_id=recording_id, detail="unredacted transcript")
+        return artefacts.unredacted(version).to_dict()
+
+    def audio(self, recording_id: str, t: float, *, original: bool) -> Response:
+        """The recording's audio as the page plays it (``original``: as uploaded), the bytes a Range asks for."""
+        rec = self.recording(recording_id)
+        if rec.get("state") == RecordingState.QUARANTINED:
+            raise HTTPException(status_code=404, detail=f"recording {recording_id} is quarantined: not served")
+        bucket, key, rendition = (rec["bucket"], rec["key"], "original") if original else self.playable(rec)
+        store = self.store()
+        try:
+            media_type = audio_media_type(store.head(bucket, key, 16))
+            size = store.size(bucket, key)
+        except FileNotFoundError as exc:
+            raise HTTPException(status_code=404, detail=f"recording {recording_id}: its audio is not stored") from exc
+        if media_type is None:
+            raise HTTPException(status_code=415, detail=f"recording {recording_id}: not an audio file by its content")
+        try:
+            sent = part(self.request.headers.get("range"), size)
+        except Unsatisfiable as exc:
+            raise HTTPException(status_code=416, detail=f"recording {recording_id}: {exc}",
+                                headers={"Content-Range": f"bytes */{size}"}) from exc
+        self.log("play", recording_id=recording_id, detail=f"{rendition} from {t:.1f} s, {sent.describe()}")
+        headers = {"Content-Disposition": f'attachment; filename="{recording_id}"', "Accept-Ranges": "bytes",
+                   "Content-Length": str(sent.length if size else 0)}
+        if sent.ranged:
+            headers["Content-Range"] = f"bytes {sent.start}-{sent.end}/{size}"
+        return StreamingResponse(store.stream(bucket, key, sent.start, sent.length if size else 0),
+                                 status_code=206 if sent.ranged else 200, media_type=media_type, headers=headers)
+
+
+def door(request: Request, user: User, settings: AppSettings, index: IndexOpener, store: StoreOpener,
+         ledger: AppLedger, access: Access) -> Door:
+    """The request's door, for the signed-in user."""
+    return Door(request, user, settings, index, store, ledger, access)
+
+
+CallDoor = Annotated[Door, Depends(door)]

@@ -1,0 +1,114 @@
+"""Every route of the search app, called with every kind of request a client could make: none answers with a
+call's content (its words, key, parties, audio bytes) without a row in the access log for that request.
+
+The routes are read from the app, not listed here, so a route added later is called too; one this test cannot
+fill in fails it until it is taught how.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.routing import APIRoute
+from starlette.testclient import TestClient
+from test_webui import ZH_KEY, jfk_rec, world  # noqa: F401  (fixtures)
+
+from asr_tasks import PIPELINE_VERSION
+from asr_tasks.config import Settings
+from asr_tasks.index.sqlite import SqliteIndex
+from asr_tasks.intake.stores import LocalStore
+from asr_tasks.models import Recording
+from asr_tasks.records.access_log import AccessLog
+from asr_tasks.records.ledger import open_ledger
+from asr_tasks.version import RecordingVersion
+from asr_tasks.web.app import create_app
+
+DAY = "2026-11-27"
+RANGES = (None, "bytes=0-", "bytes=00-", "BYTES=0-", "bytes=-99999999", "bytes=1-,0-3", "bytes=1000-1999",
+          "items=0-9", "bytes=0-<script>")
+QUERIES = ({}, {"q": "country"}, {"q": "收益"}, {"recording_id": "{rid}"}, {"recording": "{rid}"},
+           {"q": "country", "format": "json"}, {"include_released": "true"}, {"date_from": DAY, "date_to": DAY})
+BODIES: dict[tuple[str, str], list[dict[str, Any]]] = {
+    ("POST", "/api/holds"): [{"scope": "agent", "value": "AG-1004", "why": "litigation"}],
+    ("POST", "/api/holds/{hold_id}/release"): [{"why": "case closed"}],
+    ("POST", "/api/erase"): [{"key": ZH_KEY, "why": "the customer asked"}],
+}
+
+
+def markers(jfk: Path) -> list[str | bytes]:
+    """What of the two calls must not go out unlogged: words, keys, agents, and bytes from inside the audio."""
+    audio = jfk.read_bytes()
+    return ["fellow Americans", "your country", "这款产品", "收益多少", "call_0005_jfk", "call_0009", "AG-1004", "AG-1001",
+            audio[1000:1024], audio[-24:]]
+
+
+def filled(path: str, rid: str, fmt: str) -> str:
+    """A route's path with its parameters filled in; a parameter this test does not know fails it."""
+    values = {"recording_id": rid, "fmt": fmt, "day": DAY, "hold_id": "1"}
+    unknown = set(re.findall(r"{(\w+)}", path)) - set(values)
+    assert not unknown, f"{path}: the door test cannot fill in {unknown}; teach it"
+    return re.sub(r"{(\w+)}", lambda m: values[m.group(1)], path)
+
+
+def test_no_route_answers_with_a_call_without_a_row_in_the_access_log(
+        settings: Settings, world: tuple[SqliteIndex, LocalStore], jfk_rec: Recording, jfk: Path) -> None:  # noqa: F811
+    store = world[1]
+    open_ledger(settings.ledger).sensed([jfk_rec], "m", PIPELINE_VERSION)  # the day's page lists its key
+    version = RecordingVersion(DAY, jfk_rec.recording_id, "1")
+    store.put_bytes(settings.storage.artefacts_bucket, version.unredacted("m"),
+                    store.get_bytes(settings.storage.artefacts_bucket, version.gated("m")))
+    app = create_app(settings)
+    client, access = TestClient(app), AccessLog(open_ledger(settings.ledger))
+    content = markers(jfk)
+    routes = sorted((r for r in app.routes if isinstance(r, APIRoute)), key=lambda r: r.path == "/api/erase")
+    answered, served = set(), []
+    for route in routes:
+        for method in sorted(route.methods):
+            for fmt in ("txt", "srt", "vtt", "json"):
+                url = filled(route.path, jfk_rec.recording_id, fmt)
+                for query in QUERIES:
+                    params = {k: v.replace("{rid}", jfk_rec.recording_id) for k, v in query.items()}
+                    for header in RANGES if route.path.startswith("/audio/") else (None,):
+                        for body in BODIES.get((method, route.path), [{}]) if method == "POST" else [None]:
+                            before = len(access.entries())
+                            answer = client.request(method, url, params=params, json=body,
+                                                    headers={"Range": header} if header else {})
+                            if answer.status_code < 400:
+                                answered.add((method, route.path))
+                            said = answer.content + json.dumps(dict(answer.headers)).encode()
+                            shown = [m for m in content if (m if isinstance(m, bytes) else m.encode()) in said]
+                            if shown:
+                                rows = access.entries()[before:]
+                                assert rows, (method, url, params, header, shown)  # content went out: a row
+                                served.append((method, route.path))
+                if "{fmt}" not in route.path:
+                    break
+    assert answered == {(m, r.path) for r in routes for m in r.methods}, "a route never answered: the test is blind"
+    assert {path for _, path in served} >= {"/", "/api/search", "/audio/{recording_id}", "/call/{recording_id}",
+                                            "/audio/{recording_id}/original", "/api/recordings/{recording_id}/unredacted",
+                                            "/call/{recording_id}/transcript.{fmt}", "/api/export",
+                                            "/progress/day/{day}", "/api/holds"}
+
+
+@pytest.mark.parametrize("header", ["bytes=0-", "bytes=-10", "bytes=1-,0-3", "bytes=2-1"])
+def test_the_bytes_sent_are_the_bytes_logged(client: TestClient, settings: Settings, jfk: Path,  # noqa: F811
+                                             jfk_rec: Recording, header: str) -> None:
+    """The row names exactly the bytes that went out, so an auditor can tell a whole file from a seek."""
+    answer = client.get(f"/audio/{jfk_rec.recording_id}/original", headers={"Range": header})
+    detail = AccessLog(open_ledger(settings.ledger)).entries()[-1].detail or ""
+    data = jfk.read_bytes()
+    if "whole file" in detail:
+        assert answer.status_code == 200 and answer.content == data
+    else:
+        first, last = map(int, re.search(r"bytes (\d+)-(\d+) of", detail).groups())  # type: ignore[union-attr]
+        assert answer.status_code == 206 and answer.content == data[first : last + 1]
+
+
+@pytest.fixture
+def client(settings: Settings, world: tuple[SqliteIndex, LocalStore]) -> TestClient:  # noqa: F811
+    return TestClient(create_app(settings))
+
