@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import re
+import runpy
 import secrets
 import shlex
 import subprocess
+from pathlib import Path
 from typing import Any, Iterator
 
 import psycopg2
+import pytest
 import yaml
 from sqlalchemy.engine import make_url
 
@@ -32,6 +35,8 @@ SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 VAR = re.compile(r"(?<!\$)\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}")
 SECRET_NAME = re.compile(r"PASSWORD|SECRET|FERNET|TOKEN|KEY$")
 URL_PASSWORD = re.compile(r"://[^/:@\s]*:([^@\s]+)@")
+# Kibana works with the bundled Elasticsearch only: the profile kibana goes with elasticsearch.
+PROFILES_NEED = {frozenset({"kibana"}): {"elasticsearch"}}
 
 
 def env_example() -> dict[str, str]:
@@ -135,17 +140,91 @@ def test_depends_on_waits_for_health_or_completion() -> None:
             if spec.get("required") is False:
                 assert SERVICES[target].get("profiles"), f"{name}: optional {target} should be in a profile"
             elif SERVICES[target].get("profiles"):
-                assert set(SERVICES[target]["profiles"]) <= set(service.get("profiles", [])), (
+                profiles = set(service.get("profiles", []))
+                assert set(SERVICES[target]["profiles"]) <= profiles | PROFILES_NEED.get(frozenset(profiles), set()), (
                     f"{name} requires {target}, which a profile can switch off: use required: false"
                 )
     one_shots = {n for n, s in SERVICES.items() if is_one_shot(s)}
     assert one_shots == waited_to_complete, "every one-shot job is something another service waits for"
 
 
-def test_profiles_of_the_bundled_services_are_enabled_by_default() -> None:
+def test_profiles_of_the_bundled_services_are_enabled_by_default_and_kibana_is_not() -> None:
     profiles = {p for s in SERVICES.values() for p in s.get("profiles", [])}
-    assert profiles == {"minio", "elasticsearch"}
-    assert set(env_example()["COMPOSE_PROFILES"].split(",")) == profiles
+    assert profiles == {"minio", "elasticsearch", "kibana"}
+    assert set(env_example()["COMPOSE_PROFILES"].split(",")) == {"minio", "elasticsearch"}
+    assert SERVICES["kibana"]["profiles"] == ["kibana"]
+    assert [n for n, s in SERVICES.items() if "kibana" in s.get("profiles", [])] == ["kibana"]
+
+
+def es_setup_requests(tmp_path: Path) -> list[list[str]]:
+    """es-setup's script run by bash as compose hands it over, with a curl that records its arguments."""
+    script = resolve(command_args(SERVICES["es-setup"])[-1], env_example()).replace("$$", "$")
+    for volume in SERVICES["es-setup"]["volumes"]:
+        source, target, *_ = volume.split(":")
+        if source.startswith("./"):
+            script = script.replace(target, str(PROJECT_ROOT / source))
+    (tmp_path / "bin").mkdir()
+    curl = tmp_path / "bin" / "curl"
+    curl.write_text('#!/bin/bash\nshopt -s nullglob; calls=("$CALLS"/*)\n'
+                    'printf "%s\\0" "$@" > "$CALLS/$(printf %03d ${#calls[@]})"\n')
+    curl.chmod(0o755)
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    env = {k: resolve(v, env_example()) or "x" for k, v in environment(SERVICES["es-setup"]).items()}
+    proc = subprocess.run(["bash", "-c", script], env={**env, "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
+                                                       "CALLS": str(calls)},
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return [call.read_text().rstrip("\0").split("\0") for call in sorted(calls.iterdir())]
+
+
+def test_es_setup_gives_kibanas_users_a_role_that_reads_no_document(tmp_path: Path) -> None:
+    """The role es-setup puts for Kibana's users is the file's, on the configured prefix: monitor only, no read."""
+    role_file = INCLUDE / "elasticsearch" / "kibana-viewer-role.json"
+    role = json.loads(role_file.read_text(encoding="utf-8"))
+    assert set(role) == {"description", "cluster", "indices"} and role["cluster"] == ["monitor"]
+    assert role["indices"] == [{"names": ["@ES_INDEX_PREFIX@-*"], "privileges": ["monitor"]}]
+
+    requests = es_setup_requests(tmp_path)
+    [put] = [r for r in requests if any(a.endswith("/_security/role/asr_kibana_viewer") for a in r)]
+    assert put[put.index("-X") + 1] == "PUT"
+    prefix = env_example()["ES_INDEX_PREFIX"]
+    sent = json.loads(put[put.index("-d") + 1])
+    assert sent == json.loads(role_file.read_text(encoding="utf-8").replace("@ES_INDEX_PREFIX@", prefix))
+    used = {resolve(environment(s)["ASR_ES_INDEX_PREFIX"], env_example()) for s in airflow_services().values()}
+    assert sent["indices"][0]["names"] == [f"{prefix}-*"] and used == {prefix}, "the indices the pipeline writes"
+    # The pipeline's role and user are put by the same script; nothing else gets a role.
+    roles = [a.rsplit("/", 1)[-1] for r in requests for a in r if "/_security/role/" in a]
+    assert roles == ["asr_pipeline", "asr_kibana_viewer"]
+
+
+def test_the_sign_in_cookie_is_secure_unless_a_plain_http_lab_says_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """webserver_config.py as FAB reads it (after Airflow's [fab] cookie_* options, so it decides)."""
+    config = INCLUDE / "airflow" / "webserver_config.py"
+    for name, service in airflow_services().items():
+        assert environment(service)["AIRFLOW_COOKIE_SECURE"] == "${AIRFLOW_COOKIE_SECURE:-true}", name
+    assert env_example()["AIRFLOW_COOKIE_SECURE"] == "true"
+    monkeypatch.delenv("AIRFLOW_LDAP_SERVER", raising=False)
+    monkeypatch.delenv("AIRFLOW_COOKIE_SECURE", raising=False)
+    flask = runpy.run_path(str(config))
+    assert (flask["SESSION_COOKIE_SECURE"], flask["SESSION_COOKIE_HTTPONLY"], flask["SESSION_COOKIE_SAMESITE"]) == (
+        True, True, "Lax")
+    for value, secure in (("true", True), ("false", False), ("FALSE", False), ("", True)):
+        monkeypatch.setenv("AIRFLOW_COOKIE_SECURE", value)
+        assert runpy.run_path(str(config))["SESSION_COOKIE_SECURE"] is secure, value
+
+
+def test_every_published_port_listens_on_loopback_unless_told_otherwise() -> None:
+    example = env_example()
+    assert example["ASR_PUBLISH_ADDRESS"] == "127.0.0.1"
+    published = 0
+    for name, service in SERVICES.items():
+        for port in service.get("ports", []):
+            assert isinstance(port, str), f"{name}: {port!r} in the short syntax"
+            assert re.fullmatch(r"\$\{ASR_PUBLISH_ADDRESS:-127\.0\.0\.1\}:\$\{[A-Z_]+_PORT\}:\d+", port), name
+            assert resolve(port, {**example, "ASR_PUBLISH_ADDRESS": ""}).startswith("127.0.0.1:"), name
+            published += 1
+    assert published == 5
 
 
 def test_airflow_runs_on_celery_everywhere() -> None:

@@ -27,7 +27,7 @@ from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.erasure import Eraser, select_keys
 from asr_tasks.records.holds import HoldError, Holds
 from asr_tasks.records.ledger import Ledger, open_ledger
-from asr_tasks.records.permissions import PERMISSIONS, fab_custom_roles
+from asr_tasks.records.permissions import OPERATOR_ROLE, PERMISSIONS, RESOURCE, fab_custom_roles
 from asr_tasks.records.retention import rule_for, run_retention
 from asr_tasks.states import RecordingState
 from asr_tasks.web.app import create_app
@@ -238,9 +238,31 @@ def test_every_route_asks_for_its_own_permission(settings: Settings,
     assert any(e.detail == "original from 0.0 s" for e in entries)
 
 
-def test_the_roles_are_one_per_permission() -> None:
+def test_the_roles_are_one_per_permission_and_the_operators() -> None:
+    from airflow.providers.fab.auth_manager.security_manager.override import FabAirflowSecurityManagerOverride
+
     roles = json.loads(fab_custom_roles())
-    assert len(roles) == len(PERMISSIONS) and all(len(perms) == 1 for perms in roles.values())
+    assert set(roles) == {p.role for p in PERMISSIONS.values()} | {OPERATOR_ROLE}
+    for p in PERMISSIONS.values():
+        assert roles[p.role] == [{"action": p.action, "resource": RESOURCE}], p.role
+    operator = {(grant["action"], grant["resource"]) for grant in roles[OPERATOR_ROLE]}
+    assert len(operator) == len(roles[OPERATOR_ROLE]) and {r for _, r in operator} & {RESOURCE} == set()
+    # Airflow's Op role, whole on the DAGs, their runs and tasks, the logs, pools and backfills; less elsewhere.
+    [op] = [set(c["perms"]) for c in FabAirflowSecurityManagerOverride.ROLE_CONFIGS if c["role"] == "Op"]
+    assert operator <= op
+    for resource in ("DAGs", "DAG Runs", "Task Instances", "Task Logs", "Pools", "Backfills"):
+        assert {p for p in op if p[1] == resource} <= operator, resource
+    assert {a for a, r in operator if r == "Connections"} == {"can_read", "menu_access"}
+    assert {a for a, r in operator if r == "XComs"} == {"can_read", "menu_access"}
+    assert {r for _, r in operator} & {"Variables", "Configurations"} == set()
+
+    # The roles of docs/records.md's table are the roles created, and Admin (FAB's own, never created here).
+    page = (PROJECT_ROOT / "docs" / "records.md").read_text(encoding="utf-8")
+    table = page[page.index("| role | action on `Call recordings` | routes |"):].split("\n\n")[0].splitlines()[2:]
+    documented = {row.split("|")[1].strip(): row.split("|")[2].strip() for row in table}
+    assert set(documented) == set(roles) | {"Admin"}
+    assert documented[OPERATOR_ROLE] == "none" and documented["Admin"] == "every one"
+    assert all(documented[p.role] == f"`{p.action}`" for p in PERMISSIONS.values())
     proc = subprocess.run([sys.executable, "-m", "asr_tasks.cli", "roles", "--table"], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "Call Access Auditor" in proc.stdout, proc.stderr

@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import csv
 import getpass
+import http.client
+import http.cookies
 import io
 import json
 import os
@@ -21,6 +23,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
@@ -238,7 +241,37 @@ def test_airflow_plugin_mounts_the_page_behind_airflows_login(
     assert '<base href="/search/">' in result["page"] and "ask not what your <mark>country</mark>" in result["page"]
 
 
-FAB_USERS = {"alice": ["Call Reader"], "bob": ["Call Access Auditor", "Call Unredacted Reader"]}
+FAB_USERS = {"alice": ["Call Reader"], "bob": ["Call Access Auditor", "Call Unredacted Reader"],
+             "olga": ["ASR Operator"], "ada": ["Admin"]}
+
+
+def set_cookies(answer: http.client.HTTPResponse) -> dict[str, http.cookies.Morsel[str]]:
+    cookies: http.cookies.SimpleCookie = http.cookies.SimpleCookie()
+    for header in answer.headers.get_all("Set-Cookie") or []:
+        cookies.load(header)
+    return dict(cookies)
+
+
+def sign_in_through_the_form(port: int, user: str, password: str) -> dict[str, dict[str, http.cookies.Morsel[str]]]:
+    """FAB's login page as a browser uses it: its form (with the CSRF token of the session), then the redirect."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("GET", "/auth/login/")
+        page = conn.getresponse()
+        form, first = page.read().decode(), set_cookies(page)
+        assert page.status == 200 and "session" in first, (page.status, form[-2000:])
+        token = re.search(r'name="csrf_token"[^>]*value="([^"]+)"', form) or re.search(
+            r'value="([^"]+)"[^>]*name="csrf_token"', form)
+        assert token, form[-2000:]
+        body = urllib.parse.urlencode({"username": user, "password": password, "csrf_token": token.group(1)})
+        conn.request("POST", "/auth/login/", body=body, headers={
+            "Content-Type": "application/x-www-form-urlencoded", "Cookie": f"session={first['session'].value}"})
+        signed_in = conn.getresponse()
+        signed_in.read()
+        assert signed_in.status == 302, signed_in.status
+        return {"login page": first, "signed in": set_cookies(signed_in)}
+    finally:
+        conn.close()
 
 
 def test_the_fab_auth_manager_grants_each_route_by_role(
@@ -314,8 +347,27 @@ def test_the_fab_auth_manager_grants_each_route_by_role(
         assert answers == {
             "alice": {"search page": 200, "search api": 200, "play": 200, "play original": 403, "access log": 403},
             "bob": {"search page": 403, "search api": 403, "play": 403, "play original": 200, "access log": 200},
+            "olga": dict.fromkeys(routes, 403),  # the operator runs the DAGs and reads no call
+            "ada": dict.fromkeys(routes, 200),  # FAB's Admin holds every permission there is
         }
         assert {name: get(path, None) for name, path in routes.items()} == dict.fromkeys(routes, 401)
+        airflow_routes = {"dags": "/api/v2/dags", "runs": "/api/v2/dags/~/dagRuns", "pools": "/api/v2/pools",
+                          "connections": "/api/v2/connections", "variables": "/api/v2/variables",
+                          "config": "/api/v2/config", "roles": "/auth/fab/v1/roles"}
+        assert {name: get(path, tokens["olga"]) for name, path in airflow_routes.items()} == {
+            "dags": 200, "runs": 200, "pools": 200, "connections": 200, "variables": 403, "config": 403, "roles": 403}
+
+        # The browser's way in: the session cookie is Secure, HttpOnly and SameSite=Lax even over plain HTTP
+        # (browsers keep a Secure cookie for http://localhost); the API token's cookie is HttpOnly and Lax.
+        cookies = sign_in_through_the_form(port, "alice", "alice-pw")
+        for step, jar in cookies.items():
+            session = jar["session"]
+            assert (session["secure"], session["httponly"], session["samesite"].lower()) == (True, True, "lax"), step
+        jwt = cookies["signed in"]["_token"]
+        assert jwt["httponly"] and jwt["samesite"].lower() == "lax"
+        page = urllib.request.Request(f"{base}/search/?q=country", headers={"Cookie": f"_token={jwt.value}"})
+        with urllib.request.urlopen(page, timeout=30) as answer:
+            assert answer.status == 200
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
@@ -326,7 +378,7 @@ def test_the_fab_auth_manager_grants_each_route_by_role(
     assert ("alice", "play", rid, None, f"as uploaded from 3.5 s, the whole file, {size} bytes") in log
     assert ("bob", "play", rid, None, f"original from 0.0 s, the whole file, {size} bytes") in log
     assert ("bob", "list", None, None, "the access log of 7 days, page 0") in log  # reading the log is logged
-    assert {user for user, *_ in log} == {"alice", "bob"}  # and nobody else: a refused request logs nothing
+    assert {user for user, *_ in log} == {"alice", "bob", "ada"}  # and nobody else: a refused request logs nothing
     excerpt = "\n".join(f"{e.at}  {e.user:<6} {e.action:<6} {e.recording_id or ''} {e.query or ''} {e.detail or ''}"
                         for e in AccessLog(open_ledger(settings.ledger)).entries())
     ARTEFACTS.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,14 @@ from flask_appbuilder.security.manager import AUTH_DB, AUTH_LDAP
 WTF_CSRF_ENABLED = True
 AUTH_TYPE = AUTH_DB
 
+# The sign-in session cookie: sent over HTTPS only (browsers count http://localhost as secure too),
+# never readable by scripts, not sent with cross-site requests. These override Airflow's
+# [fab] cookie_secure (default False) and cookie_samesite. AIRFLOW_COOKIE_SECURE=false drops
+# Secure for a lab served over plain HTTP beyond loopback.
+SESSION_COOKIE_SECURE = os.environ.get("AIRFLOW_COOKIE_SECURE", "true").strip().lower() not in {"false", "no", "0"}
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+
 if os.environ.get("AIRFLOW_LDAP_SERVER"):
     AUTH_TYPE = AUTH_LDAP
     AUTH_LDAP_SERVER = os.environ["AIRFLOW_LDAP_SERVER"]
