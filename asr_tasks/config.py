@@ -18,6 +18,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 from dataclasses import field
 from functools import lru_cache
 from pathlib import Path
@@ -51,6 +52,15 @@ GONE = {
     "minio_public_url": "browsers no longer fetch audio from MinIO: the search app serves every byte, so that "
                         "each request is logged; remove it",
 }
+
+def regular_expression(pattern: str) -> str:
+    """A setting's pattern, refused at start-up (with why) when it is not a regular expression."""
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"not a regular expression: {exc}") from exc
+    return pattern
+
 
 # The choices of the settings that have a fixed set of them; validated whenever a section is made.
 StoreBackend = Literal["local", "minio"]
@@ -106,6 +116,15 @@ class StorageSettings(_Section):
     retention_days: dict[str, int] = field(default_factory=dict)
     retention_batch: int = 200  # recordings erased per batch of the retention DAG
     erase_source: bool = True  # an erasure also removes the recording (and its sidecar) from its bucket
+    # the shape a sidecar's agent_id and customer_id must have to be kept (a whole match); a value of another
+    # shape (a phone number, a card, a name) is not stored anywhere. The default: 1-64 letters, digits and
+    # ._:- with at least one letter, so an id that is only a number (a phone, an account) is refused.
+    party_id_pattern: str = r"(?=[^A-Za-z]*[A-Za-z])[A-Za-z0-9][A-Za-z0-9._:-]{0,63}"
+
+    @field_validator("party_id_pattern")
+    @classmethod
+    def _party_pattern(cls, pattern: str) -> str:
+        return regular_expression(pattern)
 
     @field_validator("retention_days")
     @classmethod

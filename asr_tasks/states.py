@@ -2,8 +2,10 @@
 
 Two vocabularies, each one ``StrEnum`` (their values are what the ledger, the
 index and the reports store): a recording's state moves forward through
-``RecordingState``; the gate's outcome (``GateOutcome``) is a transcript's
-``quality`` and decides which final state it reaches.
+``RecordingState`` (``superseded``, ``held`` and the erasure's two are off that
+way: no stage moves a row into or out of them); the gate's outcome
+(``GateOutcome``) is a transcript's ``quality`` and decides which final state it
+reaches.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ class RecordingState(StrEnum):
     NEEDS_REVIEW = "needs_review"  # searchable, flagged: the gate failed it, or nothing was said
     QUARANTINED = "quarantined"  # not transcribed: the file is bad (the reason says why)
     SUPERSEDED = "superseded"  # a newer version of the object was sensed; it is the view's now
+    HELD = "held"  # a newer version that waits behind a legal hold on the current one (the reason names the hold)
     ERASING = "erasing"  # an erasure began: what the recording left behind is being removed
     ERASED = "erased"  # a tombstone: who erased it, when and why; nothing of its content
 
@@ -35,6 +38,9 @@ class RecordingState(StrEnum):
 FINAL_STATES = (RecordingState.INDEXED, RecordingState.NEEDS_REVIEW, RecordingState.QUARANTINED)
 FAILED_STATES = (RecordingState.QUARANTINED, RecordingState.NEEDS_REVIEW)  # what an operator looks into
 GONE_STATES = (RecordingState.ERASING, RecordingState.ERASED)
+# Not a key's current version: no stage works on one and the index stage writes nothing of it (it would replace
+# the current version's documents, or bring an erased call back).
+NOT_CURRENT_STATES = (RecordingState.SUPERSEDED, RecordingState.HELD, *GONE_STATES)
 _RANK = {RecordingState.SENSED: 0, RecordingState.PREPROCESSED: 1, RecordingState.TRANSCRIBED: 2,
          **{state: 3 for state in FINAL_STATES}}
 

@@ -9,7 +9,7 @@ libraries load inside the task, never when the scheduler parses this file.
 from __future__ import annotations
 
 import sys
-from datetime import date, datetime
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +39,16 @@ settings = get_settings()
 def retention() -> None:
     @task
     def erase_expired(ds: str | None = None) -> dict[str, Any]:
-        """Erase what expired by the logical date; returns how many were erased, held and finished."""
+        """Erase what expired by the logical date, never by a later day than today: whoever may trigger a run
+        with a date in the future may not erase early. Returns how many were erased, held and finished."""
         from asr_tasks.records.access_log import AccessLog
         from asr_tasks.index.backends import open_index
         from asr_tasks.records.ledger import open_ledger
         from asr_tasks.records.retention import run_retention
 
         ledger = open_ledger(settings.ledger)
-        return run_retention(settings, date.fromisoformat(str(ds)), ledger, task_store(settings.storage),
+        today = min(date.fromisoformat(str(ds)), datetime.now(timezone.utc).date())
+        return run_retention(settings, today, ledger, task_store(settings.storage),
                              open_index(settings.index), AccessLog(ledger)).to_dict()
 
     erase_expired()

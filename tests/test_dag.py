@@ -172,12 +172,15 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-5000:]
     assert "state=success" in log
-    assert re.search(r"call_0007\.wav: quarantined: not a decodable media file", log)
     shards = set(re.findall(r"task_id='shard\.transcribe'.*?map_index=(\d+)", log))
     assert shards == {"0", "1", "2"}
 
     status = json.loads(run([asr, "status", "--date", DAY, "--json"], env).stdout)
     states = {row["key"].rsplit("/", 1)[-1]: row["state"] for row in status["recordings"]}
+    corrupt = next(r["recording_id"] for r in status["recordings"] if r["key"].endswith("call_0007.wav"))
+    assert f"recording {corrupt} of {DAY}: quarantined: not a decodable media file" in log
+    named = re.search(r"call_000\d|CU-55\d\d", log)  # task logs name recordings by id: no key, no party
+    assert named is None, log[max(0, named.start() - 1500) : named.end() + 300]
 
     # XCom (any Airflow user who may see the DAG reads it) carries ids, states and counts: no key, no party.
     with sqlite3.connect(tmp_path / "airflow" / "airflow.db") as conn:
@@ -351,18 +354,21 @@ def call_page_in_a_browser(tmp_path: Path, env: dict[str, str], status: dict[str
         ui.wait(timeout=30)
 
 
-def traces(tmp_path: Path, rid: str, key: str) -> list[str]:
-    """Where a recording (by its id, its key or its words) still shows: artefacts, reports, index, source."""
+def traces(tmp_path: Path, rid: str, key: str, *said: str) -> list[str]:
+    """Where a recording still shows, byte for byte, in any file of any store: its key and what was said in it
+    or about it (words, the sidecar's customer) anywhere (artefacts, reports, source, the index's and the
+    ledger's SQLite files with their write-ahead logs, Airflow's metadata database and task logs); its id
+    anywhere but where an id is all that is left (the ledger's tombstone and access log, Airflow's XCom and
+    logs). The browser's profile is the user's, not a store."""
     found = []
-    for path in (tmp_path / "store").rglob("*"):
-        if path.is_file() and path.suffix != ".pcm":
-            text = path.read_text(errors="replace")
-            if rid in str(path) or rid in text or key in text:
-                found.append(str(path.relative_to(tmp_path)))
-    with sqlite3.connect(tmp_path / "index.sqlite") as conn:
-        for table in ("segments", "recordings", "findings"):
-            if conn.execute(f"SELECT count(*) FROM {table} WHERE recording_id = ?", (rid,)).fetchone()[0]:
-                found.append(f"index {table}")
+    for path in sorted(tmp_path.rglob("*")):
+        if not path.is_file() or "chromium-profile" in path.parts:
+            continue
+        data, where = path.read_bytes(), str(path.relative_to(tmp_path))
+        ids_only = path.name.startswith("ledger.sqlite") or where.startswith("airflow/")
+        for needle in (key, *said, *(() if ids_only else (rid,))):
+            if needle.encode() in data or (not ids_only and rid in where):
+                found.append(f"{where}: {needle if needle.encode() in data else rid}")
     return found
 
 
@@ -371,29 +377,31 @@ def records_management(tmp_path: Path, env: dict[str, str], status: dict[str, An
     ids = {r["key"].rsplit("/", 1)[-1]: r["recording_id"] for r in status["recordings"]}
     keys = {r["key"].rsplit("/", 1)[-1]: r["key"] for r in status["recordings"]}
     held, erased = "call_0005_jfk.flac", "call_0001.wav"
-    assert traces(tmp_path, ids[erased], keys[erased])  # before: everywhere
+    said = ("minimum deposit", "CU-5501")  # the customer's words, and the sidecar's customer
+    before = traces(tmp_path, ids[erased], keys[erased], *said)
+    assert {w.split("/")[0].split(".")[0] for w in before} >= {"store", "index", "ledger"}, before  # everywhere
 
     proc = run([asr, "hold", "--key", keys[held], "--why", "litigation 2026-17"], env)
     assert proc.returncode == 0 and "legal hold 1" in proc.stdout, proc.stderr
-    proc = run([asr, "erase", "--key", keys[erased], "--why", "the customer asked (ticket 4411)"], env)
+    proc = run([asr, "erase", "--key", keys[erased], "--reason", "customer-request"], env)
     assert proc.returncode == 0 and f"erased   {keys[erased]}" in proc.stdout, proc.stderr
-    assert traces(tmp_path, ids[erased], keys[erased]) == []  # index, artefacts, reports, source: nothing left
+    assert traces(tmp_path, ids[erased], keys[erased], *said) == []  # no store keeps a byte of it
     minimum = json.loads(run([asr, "search", "minimum deposit", "--json"], env).stdout)
     assert minimum == []  # call_0001's words are no longer found
-    proc = run([asr, "erase", "--key", keys[held], "--why", "tidying up"], env)
+    proc = run([asr, "erase", "--key", keys[held], "--reason", "mistaken-upload"], env)
     assert proc.returncode == 1 and "legal hold 1 on key" in proc.stdout  # held: left alone, the hold named
     report = json.loads((tmp_path / "store" / "asr-artefacts" / "reports" / "qa" / DAY / "qa-audit.json").read_text())
     assert erased not in json.dumps(report) and any(held in f["key"] for f in report["findings"])
 
     # SIGKILL while the whole day is erased; the rerun finishes it and touches nothing else.
     held_files = {p: p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file() and ids[held] in str(p)}
-    day_erase = [asr, "erase", "--before", "2026-11-28", "--why", "closing the day"]
+    day_erase = [asr, "erase", "--before", "2026-11-28", "--reason", "legal-order"]
     proc = subprocess.Popen(day_erase, env=env, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         with sqlite3.connect(tmp_path / "ledger.sqlite") as conn:
             started = conn.execute("SELECT count(*) FROM recording_ledger WHERE state IN ('erasing', 'erased')"
-                                   " AND key != ?", (keys[erased],)).fetchone()[0]
+                                   " AND recording_id != ?", (ids[erased],)).fetchone()[0]
         if started:
             proc.kill()
             break
@@ -401,28 +409,35 @@ def records_management(tmp_path: Path, env: dict[str, str], status: dict[str, An
     proc.wait(timeout=60)
     assert proc.returncode == -9, "the erasure ended before it could be killed"
     with sqlite3.connect(tmp_path / "ledger.sqlite") as conn:
-        states = dict(conn.execute("SELECT key, state FROM recording_ledger WHERE key != ?", (keys[held],)).fetchall())
+        states = dict(conn.execute("SELECT recording_id, state FROM recording_ledger WHERE recording_id != ?",
+                                   (ids[held],)).fetchall())
     assert set(states.values()) - {"erased"}, states  # cut short: some not erased yet
     proc = run(day_erase, env)
     assert proc.returncode == 1 and "legal hold 1" in proc.stdout, proc.stdout + proc.stderr
     for name, rid in ids.items():
         if name != held:
-            assert traces(tmp_path, rid, keys[name]) == [], name
+            assert traces(tmp_path, rid, keys[name], "CU-55") == [], name  # no customer of the day is left
     assert {p: p.read_bytes() for p in (tmp_path / "store").rglob("*")
             if p.is_file() and ids[held] in str(p)} == held_files  # the held call untouched
     rows = json.loads(run([asr, "status", "--json"], env).stdout)["recordings"]
-    assert {r["key"]: r["state"] for r in rows if r["key"] != keys[held]} == {
-        k: "erased" for n, k in keys.items() if n != held}
-    assert all(r["reason"] for r in rows if r["state"] == "erased")  # who and why on every tombstone
+    assert {r["recording_id"]: r["state"] for r in rows if r["recording_id"] != ids[held]} == {
+        rid: "erased" for n, rid in ids.items() if n != held}
+    assert {r["reason"] for r in rows if r["state"] == "erased"} == {"customer-request", "legal-order"}
+    assert {r["key"] for r in rows if r["state"] == "erased"} == {f"erased/{r['recording_id']}" for r in rows
+                                                                   if r["state"] == "erased"}  # no key kept
 
+    # A run triggered for a day in the future erases nothing early: retention counts to today at most.
+    retention = {**env, "ASR_RETENTION_DAYS": json.dumps({"recordings/calls/": 3650})}
+    proc = run([airflow, "dags", "test", "retention", "2036-12-01"], retention)
+    assert proc.returncode == 0 and "'erased': 0, 'held': 0" in proc.stdout + proc.stderr, proc.stderr[-3000:]
     # The retention DAG keeps the held call; released, the next run erases it.
-    retention = {**env, "ASR_RETENTION_DAYS": json.dumps({"recordings/calls/": 30})}
-    proc = run([airflow, "dags", "test", "retention", "2027-01-15"], retention)
+    retention = {**env, "ASR_RETENTION_DAYS": json.dumps({"recordings/calls/": 1})}
+    proc = run([airflow, "dags", "test", "retention", "2026-11-30"], retention)
     assert proc.returncode == 0 and "'erased': 0, 'held': 1" in proc.stdout + proc.stderr, proc.stderr[-3000:]
     assert run([asr, "release", "1", "--why", "case closed"], env).returncode == 0
-    proc = run([airflow, "dags", "test", "retention", "2027-01-16"], retention)
+    proc = run([airflow, "dags", "test", "retention", "2026-12-01"], retention)
     assert proc.returncode == 0 and "'erased': 1, 'held': 0" in proc.stdout + proc.stderr, proc.stderr[-3000:]
-    assert traces(tmp_path, ids[held], keys[held]) == []
+    assert traces(tmp_path, ids[held], keys[held], "ask not what your country") == []
     log = json.loads(run([asr, "access-log", "--json"], env).stdout)
     assert [e["action"] for e in log if e["action"] in ("hold", "release")] == ["hold", "release"]
     assert {e["user"] for e in log if e["action"] == "erase"} == {getpass.getuser(), "retention"}

@@ -35,7 +35,7 @@ QUERIES = ({}, {"q": "country"}, {"q": "收益"}, {"recording_id": "{rid}"}, {"r
 BODIES: dict[tuple[str, str], list[dict[str, Any]]] = {
     ("POST", "/api/holds"): [{"scope": "agent", "value": "AG-1004", "why": "litigation"}],
     ("POST", "/api/holds/{hold_id}/release"): [{"why": "case closed"}],
-    ("POST", "/api/erase"): [{"key": ZH_KEY, "why": "the customer asked"}],
+    ("POST", "/api/erase"): [{"key": ZH_KEY, "reason": "customer-request"}],
 }
 
 

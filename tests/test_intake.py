@@ -404,3 +404,42 @@ def test_stitch_leaves_the_input_segments_unchanged() -> None:
     later = seg(0, 19.75, 24.0, "the invoice tomorrow")
     stitch([seg(0, 0.0, 20.25, "about the invoice"), later])
     assert (later.start, later.text) == (19.75, "the invoice tomorrow")
+
+
+@pytest.mark.parametrize(("field", "value", "kept"), [
+    ("customer_id", "CU-5501", True), ("customer_id", "4155552671", False), ("customer_id", "+44 20 7946 0958", False),
+    ("customer_id", "4111111111111111", False), ("customer_id", "John Smith", False), ("customer_id", 12345678, False),
+    ("customer_id", "x" * 65, False), ("agent_id", "AG-1001", True), ("agent_id", "agent.7:desk_2", True), ("agent_id", "a@b.example", False),
+    ("agent_id", "<script>", False), ("direction", "inbound", True), ("direction", "Call me at 555-0100", False),
+    ("started_at", "2026-11-27T09:00:00+08:00", True), ("started_at", "yesterday at nine", False),
+    ("customer_id", True, False),
+])
+def test_a_sidecar_field_of_another_shape_is_kept_nowhere(settings: Settings, caplog: pytest.LogCaptureFixture,
+                                                          field: str, value: object, kept: bool) -> None:
+    """A phone or card number given as a customer id is personal data in a field that is shown and indexed: only
+    the shape the bank declares is kept, and the log names the recording and the field, not the value."""
+    import json
+
+    from asr_tasks.intake.days import list_recordings
+
+    store = LocalStore(settings.storage.path("store_root"))
+    store.put_bytes("recordings", "calls/2026/11/27/c1.wav", b"RIFF")
+    store.put_bytes("recordings", "calls/2026/11/27/c1.json", json.dumps({field: value}).encode())
+    with caplog.at_level("WARNING", logger="asr_tasks.intake.days"):
+        (rec,) = list_recordings(store, settings.storage, date(2026, 11, 27))
+    assert getattr(rec, field) == (str(value) if kept else None)
+    if not kept and not isinstance(value, bool):
+        assert f"recording {rec.recording_id}: the sidecar's {field} is not kept" in caplog.text
+        assert str(value) not in caplog.text
+
+
+def test_a_bank_declares_the_shape_of_its_ids(settings: Settings) -> None:
+    """Numeric customer numbers, where a bank has them, are a setting away; a broken pattern fails at start-up."""
+    from asr_tasks.config import ConfigError
+    from asr_tasks.intake.days import kept_fields
+
+    numeric = settings.override(party_id_pattern=r"C\d{8}").storage
+    assert kept_fields({"customer_id": "C00012345"}, numeric, "r")["customer_id"] == "C00012345"
+    assert kept_fields({"customer_id": "CU-5501"}, numeric, "r")["customer_id"] is None
+    with pytest.raises((ConfigError, ValueError), match="party_id_pattern|regular expression"):
+        settings.override(party_id_pattern="(unclosed")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -42,6 +43,7 @@ from sqlalchemy.exc import DBAPIError
 from asr_tasks.config import PROJECT_ROOT
 from asr_tasks.models import Recording, recording_id_for
 from asr_tasks.records.access_log import AccessLog
+from asr_tasks.records.holds import Holds
 from asr_tasks.records.ledger import MIGRATIONS, VERSION_TABLE, Ledger, metadata, resolve_url
 
 DAY = "2026-11-27"
@@ -161,6 +163,64 @@ def test_a_new_etag_supersedes_the_old_version(url: str) -> None:
     assert rows["e2"]["state"] == "sensed" and ledger.counts() == {"superseded": 1, "sensed": 1}
     ledger.sensed([first], "m", "1")  # the old bytes uploaded again: that version is current once more
     assert {r["etag"]: r["state"] for r in ledger.rows()} == {"e1": "sensed", "e2": "superseded"}
+
+
+def test_a_new_version_of_a_held_key_waits_until_the_hold_is_released(url: str) -> None:
+    ledger = Ledger(url)
+    access = AccessLog(ledger)
+    holds = Holds(ledger, access)
+    held, free = rec("c1.wav", etag="e1"), rec("c2.wav", etag="e1")
+    ledger.sensed([held, free], "m", "1")
+    ledger.advance(held.recording_id, "indexed", stage="index", seconds=1.0, segments=4)
+    hold = holds.place("key", "litigation 17", "officer", value=held.key)
+    new, other = rec("c1.wav", etag="e2"), rec("c2.wav", etag="e2")
+    assert holds.sense([new, other], "m", "1") == {new.recording_id}  # the stages leave the waiting one alone
+    rows = {(r["key"].rsplit("/", 1)[-1], r["etag"]): r for r in ledger.rows()}
+    assert {name: row["state"] for name, row in rows.items()} == {
+        ("c1.wav", "e1"): "indexed", ("c1.wav", "e2"): "held", ("c2.wav", "e1"): "superseded", ("c2.wav", "e2"): "sensed"}
+    assert (rows["c1.wav", "e1"]["segments"], rows["c1.wav", "e1"]["reason"]) == (4, None)
+    why = rows["c1.wav", "e2"]["reason"]
+    assert why.startswith(f"waits behind legal hold {hold.id} on key {held.key} (litigation 17; officer, ")
+    assert why.endswith("the held version (ETag e1) stays current")
+    logged = access.entries(user="pipeline")
+    assert [(e.action, e.recording_id) for e in logged] == [("hold", new.recording_id), ("hold", held.recording_id)]
+    assert all(f"legal hold {hold.id}" in str(e.detail) and held.key not in str(e.detail) for e in logged)
+
+    assert holds.sense([new], "m", "2") == {new.recording_id}  # sensed again, under a new pipeline too: it waits
+    assert ledger.state(new.recording_id) == "held" and ledger.state(held.recording_id) == "indexed"
+    assert len(access.entries(user="pipeline")) == 2  # logged when it was kept apart, not on every sensing
+    assert not ledger.advance(new.recording_id, "preprocessed")  # no stage moves it
+    with pytest.raises(ValueError, match="not a step forward"):
+        ledger.advance(new.recording_id, "held")
+
+    holds.release(hold.id, "settled", "officer")
+    assert holds.sense([new], "m", "1") == set()  # the next sensing after the release starts it
+    rows = {r["etag"]: r for r in ledger.rows() if r["key"] == held.key}
+    assert (rows["e2"]["state"], rows["e2"]["reason"]) == ("sensed", None)
+    assert (rows["e1"]["state"], rows["e1"]["reason"]) == ("superseded", "replaced by a newer version (ETag e2)")
+
+
+def test_a_held_version_is_not_started_over_by_a_new_model_or_pipeline(url: str) -> None:
+    ledger = Ledger(url)
+    holds = Holds(ledger, AccessLog(ledger))
+    held, free = dataclasses.replace(rec("c1.wav"), customer_id="CU-7"), rec("c2.wav")
+    holds.sense([held, free], "m", "1")
+    for r in (held, free):
+        ledger.advance(r.recording_id, "indexed", stage="index", seconds=1.0, segments=4)
+    hold = holds.place("customer", "complaint 9", "officer", value="CU-7")
+
+    def kept() -> tuple[str, str, str, int, float]:
+        row = next(r for r in ledger.rows() if r["recording_id"] == held.recording_id)
+        return row["state"], row["model"], row["pipeline_version"], row["segments"], row["index_seconds"]
+
+    assert holds.sense([held, free], "m", "2") == {held.recording_id}  # the stages would make it again
+    assert kept() == ("indexed", "m", "1", 4, 1.0) and ledger.state(free.recording_id) == "sensed"
+    assert holds.sense([held, free], "model-b", "2") == {held.recording_id}
+    assert kept() == ("indexed", "m", "1", 4, 1.0)
+    assert holds.sense([held], "m", "1") == set()  # under the versions that made it, a rerun finds it done
+    holds.release(hold.id, "closed", "officer")
+    assert holds.sense([held], "m", "2") == set()
+    assert kept()[:3] == ("sensed", "m", "2")
 
 
 def _walk(url: str, names: list[str]) -> None:

@@ -21,9 +21,12 @@ from asr_tasks.models import Recording
 from asr_tasks.pipeline.gate import gate_shard
 from asr_tasks.pipeline.index import index_results
 from asr_tasks.pipeline.preprocess import preprocess, preprocess_shard
-from asr_tasks.pipeline.results import from_xcom, preprocessed, to_xcom
+from asr_tasks.pipeline.results import StageResult, from_xcom, preprocessed, to_xcom
 from asr_tasks.pipeline.sense import plan_ids, plan_shards, recordings_of, sense
 from asr_tasks.pipeline.transcribe import transcribe_shard
+from asr_tasks.records.access_log import AccessLog
+from asr_tasks.records.holds import Holds
+from asr_tasks.records.ledger import open_ledger
 from asr_tasks.version import model_tag
 
 DAY = date(2026, 11, 27)
@@ -173,6 +176,93 @@ def test_a_stale_version_that_finishes_late_is_not_indexed_over_the_newer_one(
     assert index_results(new, store, index, settings).get("indexed") == 1
     assert index_results(old, store, index, settings) == {"superseded": 1}
     assert [r["recording_id"] for r in index.recordings(DAY)] == [new[0].recording_id]
+
+
+def _run_day(store: LocalStore, index: SqliteIndex, settings: Settings) -> tuple[list[StageResult], dict[str, int]]:
+    """Every stage over what sensing the day hands them, as the DAG runs them."""
+    results = preprocess_shard(sense(store, settings, DAY), store, settings)
+    transcribe_shard(preprocessed(results), store, settings)
+    gate_shard(results, store, settings)
+    return results, index_results(results, store, index, settings)
+
+
+def test_a_new_version_of_a_held_call_waits_and_the_held_one_stays_searchable(
+    settings: Settings, model_dir: Path, jfk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index keys documents by bucket and key: a version indexed over a held one would replace its evidence."""
+    store = LocalStore(settings.storage.path("store_root"))
+    index = SqliteIndex(settings.index.path("index_path"))
+    bucket, key = settings.storage.recordings_bucket, PREFIX + "c1.flac"
+    store.put_file(bucket, key, jfk)
+    [held], _ = _run_day(store, index, settings)
+    ledger = open_ledger(settings.ledger)
+    access = AccessLog(ledger)
+    hold = Holds(ledger, access).place("key", "litigation 17", "officer", value=key)
+    with monkeypatch.context() as patch:
+        patch.setattr("asr_tasks.pipeline.sense.PIPELINE_VERSION", "99")  # a new pipeline version: not redone
+        assert sense(store, settings, DAY) == []
+    assert next(r for r in ledger.rows() if r["recording_id"] == held.recording_id)["pipeline_version"] != "99"
+
+    clip = tmp_path / "clip.flac"
+    subprocess.run(["ffmpeg", "-v", "error", "-i", str(jfk), "-t", "3.5", str(clip)], check=True)
+    store.put_file(bucket, key, clip)  # new content under the held key
+    assert _run_day(store, index, settings) == ([], {})  # the new version waits: no stage takes it
+    [waiting] = [r for r in ledger.rows() if r["state"] == "held"]
+    assert f"legal hold {hold.id} on key {key}" in waiting["reason"] and ledger.state(held.recording_id) == "indexed"
+    assert [h.recording_id for h in index.search("ask not what your country")] == [held.recording_id]
+    assert [(e.user, e.action, e.recording_id) for e in access.entries(user="pipeline")] == [
+        ("pipeline", "hold", waiting["recording_id"]), ("pipeline", "hold", held.recording_id)]
+
+    # A run that had taken the new version before the hold (stages still going) does not index it either.
+    stray = preprocess_shard(recordings_of([waiting["recording_id"]], store, settings), store, settings)
+    transcribe_shard(preprocessed(stray), store, settings)
+    gate_shard(stray, store, settings)
+    assert index_results(stray, store, index, settings) == {"held": 1}
+    assert [r["recording_id"] for r in index.recordings()] == [held.recording_id]
+
+    Holds(ledger, access).release(hold.id, "settled", "officer")
+    [new], counts = _run_day(store, index, settings)  # the next sensing of the day takes it, as any new version
+    assert new.recording_id == waiting["recording_id"] and counts == {"indexed": 1}
+    assert ledger.state(held.recording_id) == "superseded"
+    assert [r["recording_id"] for r in index.recordings()] == [new.recording_id]
+    assert not index.search("ask not what your country")
+
+
+def test_reindex_leaves_a_held_call_as_it_is(
+    settings: Settings, model_dir: Path, jfk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A changed PII policy would mask a held call's stored transcripts and documents again: they are evidence."""
+    from asr_tasks.cli.main import main
+    from asr_tasks.pipeline.index import reindex_day
+
+    store = card_call(settings, tmp_path)
+    store.put_file(settings.storage.recordings_bucket, PREFIX + "c1.flac", jfk)
+    clear = settings.override(redact_pii=False)
+    index = SqliteIndex(settings.index.path("index_path"))
+    results, _ = _run_day(store, index, clear)
+    card = next(r for r in results if r.key.endswith("card.wav"))
+    ledger = open_ledger(settings.ledger)
+    Holds(ledger, AccessLog(ledger)).place("key", "fraud case 3", "officer", value=card.key)
+    bucket, gated = settings.storage.artefacts_bucket, card.version.gated(model_tag(settings.asr))
+    stored = store.get_bytes(bucket, gated)
+    assert CARD.search(said(stored))  # in clear: a reindex with redaction on would mask it
+    documents = [(s.start, s.text) for s in index.segments(card.recording_id)]
+
+    monkeypatch.setattr("asr_tasks.cli.main.get_settings", lambda: settings)
+    monkeypatch.setattr("asr_tasks.index.backends.open_index", lambda _settings: index)
+    assert main(["reindex", "--date", DAY.isoformat()]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "2026-11-27: held 1, indexed 1, masked again 1",
+        "  held 1: under a legal hold, left as they are (asr hold --list)"]
+    assert store.get_bytes(bucket, gated) == stored
+    assert [(s.start, s.text) for s in index.segments(card.recording_id)] == documents
+
+    # An index rebuilt from nothing gets the held call's documents again, from its transcript as stored.
+    rebuilt = SqliteIndex(tmp_path / "rebuilt.sqlite")
+    assert reindex_day(DAY.isoformat(), store, rebuilt, settings) == {"held": 1, "indexed": 1}
+    assert [(s.start, s.text) for s in rebuilt.segments(card.recording_id)] == documents
+    assert store.get_bytes(bucket, gated) == stored
 
 
 def test_a_late_upload_for_yesterday_is_taken_by_todays_run_once(settings: Settings, jfk: Path) -> None:

@@ -3,6 +3,7 @@ search page's permissions and answers for erased recordings."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import subprocess
@@ -138,7 +139,7 @@ def day(settings: Settings, jfk: Path) -> tuple[LocalStore, SqliteIndex, list[Re
 
 
 def test_erasing_a_customer_leaves_a_tombstone_and_nothing_of_the_calls(
-    settings: Settings, day: tuple[LocalStore, SqliteIndex, list[Recording]]
+    settings: Settings, day: tuple[LocalStore, SqliteIndex, list[Recording]], tmp_path: Path
 ) -> None:
     from asr_tasks.version import RecordingVersion
 
@@ -147,7 +148,7 @@ def test_erasing_a_customer_leaves_a_tombstone_and_nothing_of_the_calls(
     access = AccessLog(ledger)
     eraser = Eraser(settings, ledger, store, index, access)
     Holds(ledger, access).place("key", "litigation 17", "officer", value=recs[2].key)
-    result = eraser.erase(select_keys(ledger, customer="CU-2"), "the customer asked (ticket 4411)", "officer")
+    result = eraser.erase(select_keys(ledger, customer="CU-2"), "customer-request", "officer")
     assert result.erased == [recs[1].key] and [k for k, _ in result.held] == [recs[2].key]
     assert "legal hold 1 on key" in result.held[0][1]
     bucket = settings.storage.artefacts_bucket
@@ -157,14 +158,24 @@ def test_erasing_a_customer_leaves_a_tombstone_and_nothing_of_the_calls(
     assert [h.key for h in index.search("secret")] == sorted([recs[0].key, recs[2].key])
     report = " ".join(store.get_bytes(bucket, k.key).decode() for k in store.list_keys(bucket, "v2/2026-11-27/quality"))
     assert recs[1].recording_id not in report and recs[1].key not in report and recs[0].key in report
+    # The tombstone keeps the version's id, who, when and the reason's code: no key, party, day or ETag.
     tomb = next(r for r in ledger.rows() if r["recording_id"] == recs[1].recording_id)
-    assert (tomb["state"], tomb["erased_by"], tomb["reason"]) == (RecordingState.ERASED, "officer", "the customer asked (ticket 4411)")
+    assert (tomb["state"], tomb["erased_by"], tomb["reason"]) == (RecordingState.ERASED, "officer", "customer-request")
     assert tomb["segments"] is None and tomb["erased_at"]
-    assert [(e.action, e.recording_id) for e in access.entries(actions=("erase",))] == [("erase", recs[1].recording_id)]
+    assert tomb["key"] == f"erased/{recs[1].recording_id}" and tomb["etag"] == recs[1].recording_id
+    assert {k: tomb[k] for k in ("call_date", "agent_id", "customer_id", "size", "model")} == dict.fromkeys(
+        ("call_date", "agent_id", "customer_id", "size", "model"))
+    erased_rows = [e.to_dict() for e in access.entries(actions=("erase",))]
+    assert [(e["action"], e["recording_id"]) for e in erased_rows] == [("erase", recs[1].recording_id)]
+    assert recs[1].key not in str(erased_rows) and "customer-request" in str(erased_rows)
+    ledger_bytes = b"".join(p.read_bytes() for p in tmp_path.glob("ledger.sqlite*"))  # free pages and WAL too
+    assert recs[1].key.encode() not in ledger_bytes and recs[2].key.encode() in ledger_bytes
+    with pytest.raises(ValueError, match="customer-request"):
+        eraser.erase(select_keys(ledger, key=recs[0].key), "the customer asked (ticket 4411)", "officer")
 
     # Idempotent: the same erasure again finds nothing left to erase; sensing the key again does not bring it back.
     assert select_keys(ledger, customer="CU-2").keys() == {("recordings", recs[2].key)}
-    ledger.sensed([recs[1]], "m", "2")
+    assert ledger.sensed([recs[1]], "m", "2") == {recs[1].recording_id}  # the stages leave it alone
     assert ledger.state(recs[1].recording_id) == RecordingState.ERASED
 
     client = TestClient(create_app(settings, index=index, store=store))
@@ -188,10 +199,41 @@ def test_retention_erases_what_expired_in_batches_except_what_is_held(
         "finished": 0, "erased": 1, "held": 1, "batches": 2}  # the 27th's two, one held; the 28th's still kept
     assert run_retention(rules, date(2026, 12, 31), ledger, store, index, access).to_dict() == {
         "finished": 0, "erased": 1, "held": 1, "batches": 2}
-    assert {r["key"]: r["state"] for r in ledger.rows()} == {recs[0].key: "sensed", recs[1].key: RecordingState.ERASED,
-                                                              recs[2].key: RecordingState.ERASED}
+    assert {r["recording_id"]: r["state"] for r in ledger.rows()} == {
+        recs[0].recording_id: "sensed", recs[1].recording_id: RecordingState.ERASED,
+        recs[2].recording_id: RecordingState.ERASED}
     assert index.recording(recs[0].recording_id) is not None  # the held call survives retention
-    assert all(e.user == "retention" and "kept 3 days" in str(e.detail) for e in access.entries(actions=("erase",)))
+    assert all(e.user == "retention" and str(e.detail).endswith(": retention") for e in access.entries(actions=("erase",)))
+
+
+def test_a_held_key_with_a_new_version_waiting_is_neither_erased_nor_expired(
+    settings: Settings, day: tuple[LocalStore, SqliteIndex, list[Recording]]
+) -> None:
+    """Erasure and retention ask the holds before they remove anything, whichever of the key's versions the hold
+    covers: here the held one, whose sidecar names the customer, not the re-upload that waits behind it."""
+    from asr_tasks.version import RecordingVersion
+
+    store, index, recs = day
+    ledger = open_ledger(settings.ledger)
+    access = AccessLog(ledger)
+    hold = Holds(ledger, access).place("customer", "complaint 9", "officer", value="CU-1")  # a.flac
+    again = dataclasses.replace(recs[0], etag="e2", recording_id=recording_id_for("recordings", recs[0].key, "e2"),
+                                customer_id=None)
+    assert Holds(ledger, access).sense([again], "m", "2") == {again.recording_id}
+    assert ledger.state(again.recording_id) == RecordingState.HELD
+    eraser = Eraser(settings, ledger, store, index, access)
+    result = eraser.erase(select_keys(ledger, key=recs[0].key), "customer-request", "officer")
+    assert result.erased == [] and "complaint 9" in result.held[0][1]
+    run = run_retention(settings.override(retention_days={"recordings/calls/": 3}), date(2026, 12, 31), ledger, store,
+                        index, access)
+    assert (run.erased, run.held) == (2, 1)
+    assert index.recording(recs[0].recording_id) is not None and store.exists("recordings", recs[0].key)
+    assert store.exists(settings.storage.artefacts_bucket, RecordingVersion.of(recs[0]).gated("m"))
+
+    Holds(ledger, access).release(hold.id, "settled", "officer")
+    assert eraser.erase(select_keys(ledger, key=recs[0].key), "customer-request", "officer").erased == [recs[0].key]
+    assert {ledger.state(recs[0].recording_id), ledger.state(again.recording_id)} == {RecordingState.ERASED}
+    assert index.recording(recs[0].recording_id) is None
 
 
 def test_every_route_asks_for_its_own_permission(settings: Settings,
@@ -227,15 +269,15 @@ def test_every_route_asks_for_its_own_permission(settings: Settings,
     assert placed.status_code == 201 and placed.json()["held_by"] == "viewer"
     assert officer.post("/api/holds", content=json.dumps(hold), headers={"Content-Type": "text/plain"}
                         ).status_code == 422  # a cross-site form cannot place one
-    erased = officer.post("/api/erase", json={"customer": "CU-1", "why": "asked"}).json()
+    erased = officer.post("/api/erase", json={"customer": "CU-1", "reason": "customer-request"}).json()
     assert erased["erased"] == [] and "complaint 12" in erased["held"][0]["hold"]
     assert officer.post(f"/api/holds/{placed.json()['id']}/release", json={"why": "settled"}).status_code == 200
-    assert officer.post("/api/erase", json={"customer": "CU-1", "why": "asked"}).json()["erased"] == [recs[0].key]
+    assert officer.post("/api/erase", json={"customer": "CU-1", "reason": "customer-request"}).json()["erased"] == [recs[0].key]
     assert reader.get(f"/audio/{rid}").status_code == 410
     entries = AccessLog(open_ledger(settings.ledger)).entries()
     assert {(e.user, e.action) for e in entries} == {("viewer", "search"), ("viewer", "play"), ("viewer", "hold"),
-                                                     ("viewer", "release"), ("viewer", "erase")}
-    assert any(e.detail == "original from 0.0 s" for e in entries)
+                                                     ("viewer", "release"), ("viewer", "erase"), ("viewer", "list")}
+    assert any((e.detail or "").startswith("original from 0.0 s, the whole file, ") for e in entries)
 
 
 def test_the_roles_are_one_per_permission_and_the_operators() -> None:
@@ -269,7 +311,7 @@ def test_the_roles_are_one_per_permission_and_the_operators() -> None:
 
 
 def test_the_nightly_qa_report_lists_the_recordings_opened_that_day(
-    settings: Settings, day: tuple[LocalStore, SqliteIndex, list[Recording]]
+    settings: Settings, day: tuple[LocalStore, SqliteIndex, list[Recording]], jfk: Path
 ) -> None:
     from asr_tasks.audit.reports import run_audit
     from asr_tasks.audit.rules import load_rules
@@ -282,7 +324,7 @@ def test_the_nightly_qa_report_lists_the_recordings_opened_that_day(
     prefix = f"reports/qa/{today}/qa-audit"
     report = json.loads(store.get_bytes(settings.storage.artefacts_bucket, f"{prefix}.json"))
     assert [(o["action"], o["recording_id"], o["detail"]) for o in report["opened"]] == [
-        ("play", recs[0].recording_id, "as uploaded from 12.5 s")]
+        ("play", recs[0].recording_id, f"as uploaded from 12.5 s, the whole file, {jfk.stat().st_size} bytes")]
     assert recs[0].recording_id in store.get_bytes(settings.storage.artefacts_bucket, f"{prefix}.html").decode()
 
 
@@ -299,13 +341,13 @@ def test_an_erasure_cut_short_before_the_reports_is_finished_by_the_next_one(
     with monkeypatch.context() as patch:
         patch.setattr(eraser, "_rewrite_reports", crash)
         with pytest.raises(KeyboardInterrupt):
-            eraser.erase(select_keys(ledger, key=recs[0].key), "asked", "officer")
+            eraser.erase(select_keys(ledger, key=recs[0].key), "customer-request", "officer")
     assert ledger.state(recs[0].recording_id) == "erasing"
-    result = eraser.erase(select_keys(ledger, key=recs[2].key), "another request", "officer")
+    result = eraser.erase(select_keys(ledger, key=recs[2].key), "mistaken-upload", "officer")
     assert (result.erased, result.finished) == ([recs[2].key], [recs[0].key])
     assert ledger.state(recs[0].recording_id) == RecordingState.ERASED
     tomb = next(r for r in ledger.rows() if r["recording_id"] == recs[0].recording_id)
-    assert tomb["reason"] == "asked"  # the first erasure's who and why stay on the tombstone
+    assert tomb["reason"] == "customer-request"  # the first erasure's who and why stay on the tombstone
     bucket = settings.storage.artefacts_bucket
     report = " ".join(store.get_bytes(bucket, k.key).decode() for k in store.list_keys(bucket, "v2/2026-11-27/quality"))
     assert recs[0].recording_id not in report and recs[1].recording_id in report
@@ -325,5 +367,5 @@ def test_the_access_log_page_shows_the_newest_first_and_links_the_older(settings
     assert first.index("as uploaded from 1.0 s") < first.index(f"query {PAGE_ROWS + 1}")
     assert f'href="access-log?recording={"r" * 24}&amp;days=7"' in first and "query 0<" not in first
     older = client.get("/access-log", params={"page": 1}).text
-    assert older.count("<tr><td class=\"at\">") == 3 and "query 0<" in older and "Older entries" not in older
+    assert older.count("<tr><td class=\"at\">") == 5 and "query 0<" in older  # and the two reads of the page and "Older entries" not in older
     assert 'class="older" href="access-log?days=7&amp;who=&amp;recording=&amp;page=1"' in first

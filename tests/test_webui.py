@@ -477,6 +477,7 @@ def test_every_response_carries_the_security_headers(client: TestClient, jfk_rec
         assert answer.headers["x-content-type-options"] == "nosniff", answer.url
         assert answer.headers["x-frame-options"] == "DENY", answer.url
         assert "content-security-policy" in answer.headers, answer.url
+        assert answer.headers["cache-control"] == "no-store", answer.url  # no copy of a call outlives its erasure
     assert client.get("/?q=country").headers["content-security-policy"] != policy  # a nonce per response
     assert client.get("/openapi.json").status_code == 404 and client.get("/docs").status_code == 404
 

@@ -118,7 +118,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
             try:
                 if not path.is_file():
                     raise InvalidAudio("no such file")
-                rec = recording_for_file(path)
+                rec = recording_for_file(path, settings.storage)
                 (Path(work) / str(n)).mkdir()
                 pre, pcm_paths = preprocess_local(rec, path, Path(work) / str(n), settings.audio)
             except InvalidAudio as exc:
@@ -280,7 +280,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """Counts by state from the ledger, then every failure with its reason (replaced versions only counted)."""
+    """Counts by state from the ledger, then every row with a reason: failures, and new versions waiting behind a
+    legal hold (replaced versions only counted)."""
     from asr_tasks.records.ledger import open_ledger
     from asr_tasks.states import RecordingState
 
@@ -305,7 +306,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
-    """Rebuild the index documents of a day (or a range of days) from the gated transcripts; no model is loaded."""
+    """Rebuild the index documents of a day (or a range of days) from the gated transcripts; no model is loaded.
+    Calls under a legal hold are counted apart: their documents are left as they are."""
     from asr_tasks.index.backends import open_index
     from asr_tasks.intake.stores import open_store
     from asr_tasks.pipeline.index import reindex_day
@@ -322,6 +324,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     while day <= last:
         counts = reindex_day(day.isoformat(), store, index, settings)
         print(f"{day}: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing to index"))
+        if counts.get("held"):
+            print(f"  held {counts['held']}: under a legal hold, left as they are (asr hold --list)")
         day += timedelta(days=1)
     return 0
 

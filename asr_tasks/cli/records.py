@@ -16,6 +16,7 @@ from typing import Any
 
 from asr_tasks.cli.console import print_json
 from asr_tasks.config import get_settings
+from asr_tasks.records.reasons import REASONS
 
 
 def _day(value: str | None, flag: str) -> str | None:
@@ -59,7 +60,7 @@ def cmd_erase(args: argparse.Namespace) -> int:
         print("asr: erase: nothing to erase (no recording of that key, id, customer or date is left)",
               file=sys.stderr)
         return 1
-    result = Eraser(settings, ledger, store, index, access).erase(keys, args.why, getpass.getuser())
+    result = Eraser(settings, ledger, store, index, access).erase(keys, args.reason, getpass.getuser())
     if args.json:
         print_json(result.to_dict())
     else:
@@ -165,7 +166,8 @@ def add_commands(sub: Any) -> None:
     which.add_argument("--recording", help="a recording id (every version of its key)")
     which.add_argument("--customer", help="a customer id: all of the customer's calls")
     which.add_argument("--before", help="YYYY-MM-DD: every call before that day")
-    p.add_argument("--why", required=True, help="the reason, kept on the tombstone and in the access log")
+    p.add_argument("--reason", required=True, choices=REASONS, help="why, as a code kept on the tombstone and in "
+                   "the access log: " + "; ".join(f"{code}: {what}" for code, what in REASONS.items()))
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_erase)
 

@@ -20,6 +20,7 @@ from asr_tasks.intake.stores import ObjectStore, _etag
 from asr_tasks.models import Recording, recording_id_for
 
 log = logging.getLogger(__name__)
+DIRECTION = re.compile(r"[a-z][a-z_-]{0,19}")  # inbound, outbound, internal, ...
 
 SIDECAR_SUFFIX = ".json"
 MARKER_PREFIX = "_"  # _READY and similar markers are not recordings
@@ -97,63 +98,80 @@ def list_recordings(store: ObjectStore, settings: StorageSettings, day: date) ->
         sidecar = sidecar_key(obj.key)
         if obj.key.endswith(SIDECAR_SUFFIX):
             continue  # a sidecar, or a mislabelled file that a sidecar shares a name with
-        meta = _read_sidecar(store, bucket, sidecar) if sidecar in keys else {}
-        recordings.append(recording_of(bucket, obj.key, obj.etag, obj.size, f"{day:%Y-%m-%d}", meta))
+        rid = recording_id_for(bucket, obj.key, obj.etag)
+        meta = _read_sidecar(store, bucket, sidecar, rid) if sidecar in keys else {}
+        recordings.append(recording_of(bucket, obj.key, obj.etag, obj.size, f"{day:%Y-%m-%d}", meta, settings))
     return recordings
 
 
-def recording_of(bucket: str, key: str, etag: str, size: int, call_date: str, meta: dict[str, Any]) -> Recording:
-    """One listed object as a recording version, with its sidecar's fields."""
+def recording_of(bucket: str, key: str, etag: str, size: int, call_date: str, meta: dict[str, Any],
+                 settings: StorageSettings) -> Recording:
+    """One listed object as a recording version, with its sidecar's fields as they may be kept."""
+    rid = recording_id_for(bucket, key, etag)
     return Recording(
-        recording_id=recording_id_for(bucket, key, etag),
+        recording_id=rid,
         bucket=bucket,
         key=key,
         etag=etag,
         size=size,
         call_id=call_stem(key.rsplit("/", 1)[-1]),
         call_date=call_date,
-        agent_id=_opt_str(meta.get("agent_id")),
-        customer_id=_opt_str(meta.get("customer_id")),
-        direction=_opt_str(meta.get("direction")),
-        started_at=_opt_str(meta.get("started_at")),
+        **kept_fields(meta, settings, rid),
     )
 
 
-def recording_again(store: ObjectStore, row: dict[str, Any]) -> Recording:
+def kept_fields(meta: dict[str, Any], settings: StorageSettings, recording_id: str) -> dict[str, str | None]:
+    """A sidecar's fields as the pipeline keeps them: the parties' ids only of the declared shape
+    (``party_id_pattern``), the direction a word, the start a time. What has another shape (a phone number as
+    ``customer_id``, a name) is kept nowhere, and the log names the field, never its value."""
+    party = re.compile(settings.party_id_pattern)
+    kept: dict[str, str | None] = {}
+    for name, fits in (("agent_id", party.fullmatch), ("customer_id", party.fullmatch),
+                       ("direction", DIRECTION.fullmatch), ("started_at", _is_time)):
+        value = meta.get(name)
+        kept[name] = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
+        if kept[name] is not None and not fits(str(kept[name])):
+            log.warning("recording %s: the sidecar's %s is not kept: not of the declared shape", recording_id, name)
+            kept[name] = None
+    return kept
+
+
+def _is_time(value: str) -> bool:
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def recording_again(store: ObjectStore, row: dict[str, Any], settings: StorageSettings) -> Recording:
     """A version the listing found, from where the ledger says it is (bucket, key, ETag, size, call date), its
     sidecar read again: what a later task needs, handed over as an id instead of through XCom."""
     try:
-        meta = _read_sidecar(store, row["bucket"], sidecar_key(row["key"]))
+        meta = _read_sidecar(store, row["bucket"], sidecar_key(row["key"]), row["recording_id"])
     except FileNotFoundError:  # a recording without a sidecar; one request either way
         meta = {}
-    return recording_of(row["bucket"], row["key"], row["etag"], int(row["size"] or 0), row["call_date"], meta)
+    return recording_of(row["bucket"], row["key"], row["etag"], int(row["size"] or 0), row["call_date"], meta,
+                        settings)
 
 
-def recording_for_file(path: Path) -> Recording:
-    """A Recording for a loose local file (``asr transcribe``), sidecar beside it if any."""
+def recording_for_file(path: Path, settings: StorageSettings | None = None) -> Recording:
+    """A Recording for a loose local file (``asr transcribe``), sidecar beside it if any (its fields kept as
+    ``settings`` say, the defaults' where none are given)."""
+    settings = settings or StorageSettings()
     path = path.resolve()
     etag = _etag(path)
     sidecar = path.with_suffix(SIDECAR_SUFFIX)
     meta = _parse_sidecar(sidecar.read_bytes(), str(sidecar)) if sidecar.is_file() and sidecar != path else {}
     match = _DAY_KEY.search(path.as_posix())
-    call_date = "-".join(match.groups()) if match else ""
-    return Recording(
-        recording_id=recording_id_for("file", str(path), etag),
-        bucket="file",
-        key=str(path),
-        etag=etag,
-        size=path.stat().st_size,
-        call_id=path.stem,
-        call_date=call_date,
-        agent_id=_opt_str(meta.get("agent_id")),
-        customer_id=_opt_str(meta.get("customer_id")),
-        direction=_opt_str(meta.get("direction")),
-        started_at=_opt_str(meta.get("started_at")),
-    )
+    rid = recording_id_for("file", str(path), etag)
+    return Recording(recording_id=rid, bucket="file", key=str(path), etag=etag, size=path.stat().st_size,
+                     call_id=path.stem, call_date="-".join(match.groups()) if match else "",
+                     **kept_fields(meta, settings, rid))
 
 
-def _read_sidecar(store: ObjectStore, bucket: str, key: str) -> dict[str, Any]:
-    return _parse_sidecar(store.get_bytes(bucket, key), f"{bucket}/{key}")
+def _read_sidecar(store: ObjectStore, bucket: str, key: str, recording_id: str) -> dict[str, Any]:
+    return _parse_sidecar(store.get_bytes(bucket, key), f"recording {recording_id}")
 
 
 def _parse_sidecar(data: bytes, where: str) -> dict[str, Any]:
@@ -168,6 +186,4 @@ def _parse_sidecar(data: bytes, where: str) -> dict[str, Any]:
     return value
 
 
-def _opt_str(value: Any) -> str | None:
-    return None if value is None else str(value)
 

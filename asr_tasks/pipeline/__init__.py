@@ -10,5 +10,8 @@ sense -> preprocess (manifest, PCM) -> transcribe (raw transcript) -> gate
 (gated transcript) -> index (documents, the day's quality report, the ledger's
 final state). Large data goes to the artefact bucket; what the functions return
 is small (keys, ids, states). Every stage first looks for its own artefact, so a
-retry or a re-run of the day redoes nothing that finished.
+retry or a re-run of the day redoes nothing that finished. What a task returns
+(Airflow's XCom) and what it logs name a recording by its id, never by its key
+or a party: both outlive an erasure in Airflow's database and log folder, where
+an id no longer leads to anyone once the ledger's tombstone has forgotten the key.
 """

@@ -95,7 +95,7 @@ def preprocess(rec: Recording, store: ObjectStore, settings: Settings) -> StageR
     work_root.mkdir(parents=True, exist_ok=True)
 
     def quarantine(reason: str) -> StageResult:
-        log.error("%s/%s: quarantined: %s", rec.bucket, rec.key, reason)
+        log.error("recording %s of %s: quarantined: %s", rec.recording_id, rec.call_date or "no day", reason)
         record = Quarantine(recording=rec, reason=reason, pipeline_version=PIPELINE_VERSION)
         artefacts.put(version.quarantine, record)
         ledger.advance(rec.recording_id, RecordingState.QUARANTINED, reason=reason, stage="preprocess",
@@ -115,15 +115,15 @@ def preprocess(rec: Recording, store: ObjectStore, settings: Settings) -> StageR
             if reason is None:
                 raise  # the worker's fault, not the file's: the task fails and Airflow retries it
             if not isinstance(exc, InvalidAudio):
-                log.exception("%s/%s: unexpected error while preprocessing", rec.bucket, rec.key)
+                log.exception("recording %s: unexpected error while preprocessing", rec.recording_id)
             return quarantine(reason)
         for channel in pre.channels:
             store.put_file(artefacts.bucket, channel.pcm_key, pcm_paths[channel.channel])
     artefacts.put(version.manifest, pre)  # written last: the checkpoint
     ledger.advance(rec.recording_id, RecordingState.PREPROCESSED, stage="preprocess", seconds=time.monotonic() - started,
                    audio_seconds=pre.duration)
-    log.info("%s: %.1f s, %d channel(s), %d chunks, %.1f s speech",
-             rec.key, pre.duration, len(pre.channels), len(pre.chunks), pre.speech_seconds)
+    log.info("recording %s: %.1f s, %d channel(s), %d chunks, %.1f s speech",
+             rec.recording_id, pre.duration, len(pre.channels), len(pre.chunks), pre.speech_seconds)
     return StageResult(rec.recording_id, rec.key, RecordingState.PREPROCESSED, version.prefix, pre.speech_seconds)
 
 

@@ -15,6 +15,8 @@ from asr_tasks.config import AirflowSettings, Settings
 from asr_tasks.intake.days import list_recordings, recording_again
 from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.models import Recording
+from asr_tasks.records.access_log import open_access_log
+from asr_tasks.records.holds import Holds
 from asr_tasks.records.ledger import open_ledger
 from asr_tasks.version import model_tag
 
@@ -23,7 +25,8 @@ log = logging.getLogger(__name__)
 
 def sense(store: ObjectStore, settings: Settings, day: date) -> list[Recording]:
     """The day's recordings, and those that arrived late for the ``resense_days`` before it (versions the
-    ledger has not seen), each entered in the ledger (a new ETag or model version starts its row over)."""
+    ledger has not seen), each entered in the ledger (a new ETag or model version starts its row over); those
+    the ledger keeps from the stages (erased, or kept as they are by a legal hold) are left out."""
     ledger = open_ledger(settings.ledger)
     recordings = list_recordings(store, settings.storage, day)
     late: list[Recording] = []
@@ -32,10 +35,11 @@ def sense(store: ObjectStore, settings: Settings, day: date) -> list[Recording]:
         seen = ledger.known(r.recording_id for r in earlier)
         if seen:  # that day's own run has sensed it; a day not yet run (a backfill's gap) is left to its run
             late += [r for r in earlier if r.recording_id not in seen]
-    ledger.sensed(recordings + late, model_tag(settings.asr), PIPELINE_VERSION)
-    log.info("%s: %d recordings under %s, %d late for earlier days", day, len(recordings),
-             settings.storage.recordings_prefix, len(late))
-    return recordings + late
+    holds = Holds(ledger, open_access_log(settings))
+    untouched = holds.sense(recordings + late, model_tag(settings.asr), PIPELINE_VERSION)
+    log.info("%s: %d recordings under %s, %d late for earlier days, %d left alone (erased or under a legal hold)",
+             day, len(recordings), settings.storage.recordings_prefix, len(late), len(untouched))
+    return [r for r in recordings + late if r.recording_id not in untouched]
 
 
 def plan_shards(recordings: list[Recording], settings: AirflowSettings) -> list[list[Recording]]:
@@ -61,7 +65,7 @@ def plan_shards(recordings: list[Recording], settings: AirflowSettings) -> list[
 
 def recordings_of(recording_ids: list[str], store: ObjectStore, settings: Settings) -> list[Recording]:
     """The recordings these ids name, in their order, as the listing found them (their sidecars read again)."""
-    return [recording_again(store, row) for row in open_ledger(settings.ledger).versions(recording_ids)]
+    return [recording_again(store, row, settings.storage) for row in open_ledger(settings.ledger).versions(recording_ids)]
 
 
 def plan_ids(recording_ids: list[str], settings: Settings) -> list[list[str]]:

@@ -142,7 +142,7 @@ def transcribe_shard(versions: list[RecordingVersion], store: ObjectStore, setti
                            seconds=elapsed * share)
             done["recordings"] += 1
             done["speech_seconds"] += transcript.speech_seconds
-            log.info("%s: %d segments", transcript.recording.key, len(transcript.segments))
+            log.info("recording %s: %d segments", transcript.recording.recording_id, len(transcript.segments))
     return done
 
 

@@ -1,12 +1,14 @@
 """Erasing recordings: a customer's request, an expired retention period, a mistaken upload.
 
 An erasure takes an object key with every version of it: the ledger rows become
-tombstones first (state ``erasing``, who, when, why), then the index documents,
+tombstones first (state ``erasing``, who, when, the reason's code), then the index documents,
 every artefact (transcripts, PCM, renditions), the day's reports and, where
 ``erase_source`` is on, the recording and its sidecar are removed, and the
 tombstones become ``erased``. Every step may run twice, so a crash halfway and a
 rerun leave nothing behind; a key under a legal hold is left alone and the hold
-is named. The ledger keeps no content of an erased recording.
+is named. The ledger keeps no content of an erased recording: a final tombstone holds the
+version's id, who, when and a reason code (``REASONS``), not the key, parties or day, and
+the access log's row names the id and the code (``reasons.py``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.holds import Hold, Holds
 from asr_tasks.records.ledger import Ledger, recordings
-from asr_tasks.states import RecordingState
+from asr_tasks.records.reasons import REASONS
+from asr_tasks.states import NOT_CURRENT_STATES, RecordingState
 from asr_tasks.version import DayReports, RecordingVersion
 
 log = logging.getLogger(__name__)
@@ -92,40 +95,45 @@ class Eraser:
         self.settings, self.ledger, self.store, self.index, self.access = settings, ledger, store, index, access
         self.holds = Holds(ledger, access)
 
-    def erase(self, keys: dict[tuple[str, str], list[dict[str, Any]]], why: str, user: str) -> ErasureResult:
-        """Erase the keys, and first finish every erasure a crash cut short (whatever it was asked for).
+    def erase(self, keys: dict[tuple[str, str], list[dict[str, Any]]], reason: str, user: str) -> ErasureResult:
+        """Erase the keys for ``reason`` (a code of ``REASONS``), and first finish every erasure a crash cut
+        short (whatever it was asked for).
 
         The tombstones become ``erased`` only once the days' reports are rewritten,
         so a crash at any point leaves ``erasing`` rows that the next erasure finishes.
         """
-        if not why.strip():
-            raise ValueError("an erasure needs a reason (--why)")
+        if reason not in REASONS:
+            raise ValueError(f"an erasure's reason is one of {', '.join(REASONS)}, not {reason!r}")
         result = ErasureResult()
         pending = unfinished(self.ledger)
         active = self.holds.listed()
-        touched: dict[str, set[str]] = {}
+        gone: list[dict[str, Any]] = []
         for (bucket, key), versions in {**pending, **keys}.items():
             resumed = (bucket, key) in pending
             hold = None if resumed else self._hold(versions, active)  # begun before a hold: finished
             if hold is not None:
                 result.held.append((key, hold.describe()))
-                log.info("%s/%s: not erased, %s", bucket, key, hold.describe())
+                log.info("recording %s: not erased, under legal hold %d", versions[-1]["recording_id"], hold.id)
                 continue
             if not resumed:
-                self.ledger.erasing([row["recording_id"] for row in versions], user, why)
-                current = next((r["recording_id"] for r in reversed(versions) if r["state"] != RecordingState.SUPERSEDED),
+                self.ledger.erasing([row["recording_id"] for row in versions], user, reason)
+                current = next((r["recording_id"] for r in reversed(versions) if r["state"] not in NOT_CURRENT_STATES),
                                versions[-1]["recording_id"])
-                self.access.append(user, "erase", recording_id=current, detail=f"{bucket}/{key}: {why}")
+                self.access.append(user, "erase", recording_id=current,
+                                   detail=f"every version of its key ({len(versions)}): {reason}")
             self._remove(bucket, key, versions)
             (result.finished if resumed else result.erased).append(key)
-            for row in versions:
-                touched.setdefault(row["call_date"] or "undated", set()).add(row["recording_id"])
-        if touched:
+            gone.extend(versions)
+        if gone:
             self.index.purge_deleted()
+            self.holds.forget({row["key"] for row in gone}, {row["customer_id"] for row in gone if row["customer_id"]})
+        touched: dict[str, set[str]] = {}
+        for row in gone:
+            touched.setdefault(row["call_date"] or "undated", set()).add(row["recording_id"])
         for day, ids in sorted(touched.items()):
             self._rewrite_reports(day, ids)
             result.days.append(day)
-        self.ledger.erased([rid for ids in touched.values() for rid in ids])
+        self.ledger.erased([row["recording_id"] for row in gone])
         return result
 
     def _hold(self, versions: list[dict[str, Any]], active: list[Hold]) -> Hold | None:

@@ -1,4 +1,5 @@
-"""Legal holds: recordings under litigation that nothing may erase, neither retention nor ``asr erase``.
+"""Legal holds: recordings under litigation that nothing may erase, neither retention nor ``asr erase``, nor
+replace: a new model or pipeline version, new content under the key and ``asr reindex`` leave them as they are.
 
 A hold covers one object key, an agent's or a customer's calls, or the calls of
 a range of days; it stands until released, and both are kept (who, when, why)
@@ -7,6 +8,8 @@ in the ledger's database and written to the access log.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import date, datetime, timezone
 from typing import Any, Literal, get_args
@@ -14,10 +17,16 @@ from typing import Any, Literal, get_args
 from sqlalchemy import insert, select, update
 
 from asr_tasks.records.access_log import AccessLog
-from asr_tasks.records.ledger import Ledger, as_utc, legal_holds
+from asr_tasks.models import Recording
+from asr_tasks.records.ledger import Ledger, as_utc, batches, legal_holds, recordings
+from asr_tasks.states import NOT_CURRENT_STATES, RecordingState
+
+log = logging.getLogger(__name__)
 
 Scope = Literal["key", "agent", "customer", "dates"]
 SCOPES = get_args(Scope)
+PIPELINE_USER = "pipeline"  # who the access log names for what sensing did on its own
+FORGOTTEN = "(erased)"  # what a released hold names once the calls it covered were erased
 
 
 class HoldError(ValueError):
@@ -55,6 +64,11 @@ class Hold:
         day = row.get("call_date") or ""
         return bool(day) and (self.date_from or "") <= day <= (self.date_to or "9999-12-31")
 
+    def logged(self) -> str:
+        """The hold as the access log keeps it: its id and what kind of thing it covers, not the key or the
+        party (the log outlives the calls a released hold covered); the hold register has the rest."""
+        return f"legal hold {self.id} on " + ("a range of days" if self.scope == "dates" else f"a {self.scope}")
+
     def describe(self) -> str:
         what = (f"calls of {self.date_from} to {self.date_to}" if self.scope == "dates"
                 else f"{self.scope} {self.value}")
@@ -64,12 +78,86 @@ class Hold:
         return {**asdict(self), "active": self.active}
 
 
+@dataclass(frozen=True)
+class Waiting:
+    """A new version of a key that waits behind a hold on the key's current version, and why."""
+
+    rec: Recording
+    held: dict[str, Any]  # the current version's row, which the hold keeps
+    hold_id: int
+    why: str
+    own: dict[str, Any] | None  # the new version's row, where the ledger has one (superseded, or waiting already)
+
+    def record(self, access: AccessLog) -> None:
+        """Both versions, each under its own id; by id only (the log outlives an erasure, a key names a call)."""
+        new, kept = self.rec.recording_id, self.held["recording_id"]
+        log.info("%s waits behind legal hold %d: the held version %s stays current", new, self.hold_id, kept)
+        access.append(PIPELINE_USER, "hold", recording_id=new,
+                      detail=f"a new version of a held call's key, kept apart behind legal hold {self.hold_id}; "
+                             f"the held version {kept} stays current")
+        access.append(PIPELINE_USER, "hold", recording_id=kept,
+                      detail=f"kept as it is under legal hold {self.hold_id}: a new version of its key, {new}, waits")
+
+
 class Holds:
     """The legal holds of one ledger database."""
 
     def __init__(self, ledger: Ledger, access: AccessLog) -> None:
+        self.ledger = ledger
         self.engine = ledger.engine
         self.access = access
+
+    def sense(self, recs: Iterable[Recording], model: str, pipeline_version: str) -> set[str]:
+        """A day's listing recorded (``Ledger.sensed``) as the holds in force (read once) allow; returns the ids
+        the day's stages must leave alone.
+
+        A held version is not started over (nor processed, where another model or pipeline
+        made it), and a new version of a held key waits as ``held`` behind it, both logged
+        the first time, until a sensing after the hold's release starts it.
+        """
+        recs = list(recs)
+        active = self.listed()
+        versions = self._versions_of_keys(recs) if active else {}
+        waiting: dict[str, Waiting] = {}
+        held: set[str] = set()
+        untouched: set[str] = set()
+        for rec in recs:
+            rows = versions.get((rec.bucket, rec.key), [])
+            own = next((row for row in rows if row["recording_id"] == rec.recording_id), None)
+            current = next((row for row in rows if row["state"] not in NOT_CURRENT_STATES), None)
+            hold = self.holding(current, active) if current is not None else None
+            if current is None or hold is None:
+                continue
+            if current is own:
+                held.add(rec.recording_id)
+                if (own["model"], own["pipeline_version"]) != (model, pipeline_version):
+                    untouched.add(rec.recording_id)  # the stages would make it again, under the new versions
+                continue
+            why = f"waits behind {hold.describe()}: the held version (ETag {current['etag']}) stays current"
+            waiting[rec.recording_id] = Waiting(rec, current, hold.id, why, own)
+            untouched.add(rec.recording_id)
+        gone = self.ledger.sensed(recs, model, pipeline_version, {rid: w.why for rid, w in waiting.items()}, held)
+        for w in waiting.values():
+            if w.own is None or w.own["state"] != RecordingState.HELD:  # kept apart now, not on every sensing
+                w.record(self.access)
+        return untouched | gone
+
+    def _versions_of_keys(self, recs: list[Recording]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """Every ledger row of these recordings' keys, by bucket and key."""
+        t = recordings
+        keys: dict[str, set[str]] = {}
+        for rec in recs:
+            keys.setdefault(rec.bucket, set()).add(rec.key)
+        found: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        with self.engine.connect() as db:
+            for bucket, names in keys.items():
+                for batch in batches(sorted(names)):
+                    query = select(t.c.recording_id, t.c.bucket, t.c.key, t.c.etag, t.c.call_date, t.c.state,
+                                   t.c.reason, t.c.model, t.c.pipeline_version, t.c.agent_id, t.c.customer_id
+                                   ).where(t.c.bucket == bucket, t.c.key.in_(batch))
+                    for row in db.execute(query):
+                        found.setdefault((row.bucket, row.key), []).append(dict(row._mapping))
+        return found
 
     def place(self, scope: str, why: str, user: str, value: str | None = None, date_from: str | None = None,
               date_to: str | None = None) -> Hold:
@@ -94,7 +182,7 @@ class Holds:
                 date_to=date_to if scope == "dates" else None, why=why, held_by=user,
                 held_at=datetime.now(timezone.utc)).returning(legal_holds.c.id)).scalar_one()
         hold = self.get(int(hold_id))
-        self.access.append(user, "hold", detail=hold.describe())
+        self.access.append(user, "hold", detail=hold.logged())
         return hold
 
     def release(self, hold_id: int, why: str, user: str) -> Hold:
@@ -106,8 +194,17 @@ class Holds:
         with self.engine.begin() as db:
             db.execute(update(legal_holds).where(legal_holds.c.id == hold_id, legal_holds.c.released_at.is_(None))
                        .values(released_by=user, released_at=datetime.now(timezone.utc), release_why=why))
-        self.access.append(user, "release", detail=f"{hold.describe()} released: {why}")
+        self.access.append(user, "release", detail=f"{hold.logged()} released")
         return self.get(hold_id)
+
+    def forget(self, keys: set[str], customers: set[str]) -> None:
+        """Released holds no longer name the keys and customers just erased: the register keeps that a hold
+        was there, who placed and released it and why, not whose calls it covered."""
+        h = legal_holds
+        named = ((h.c.scope == "key") & h.c.value.in_(sorted(keys))) | (
+            (h.c.scope == "customer") & h.c.value.in_(sorted(customers)))
+        with self.engine.begin() as db:
+            db.execute(update(h).where(h.c.released_at.is_not(None), named).values(value=FORGOTTEN))
 
     def get(self, hold_id: int) -> Hold:
         found = [h for h in self._load(select(legal_holds).where(legal_holds.c.id == hold_id))]

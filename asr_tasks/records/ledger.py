@@ -5,8 +5,9 @@ Stages record their transitions here: ``sensed`` -> ``preprocessed`` ->
 ``quarantined`` with a reason). States only move forward, so a retried or
 re-run stage that finds its artefact never sets a finished recording back; a
 new model or pipeline version, or a new ETag under the same key, starts the
-row over (the older version's row becomes ``superseded``). ``asr status``
-reads it. SQLite by default, PostgreSQL in production (``ledger_url``).
+row over (the older version's row becomes ``superseded``), except where a legal
+hold covers the row: it stays as it is, and a new ETag waits as ``held``.
+``asr status`` reads it. SQLite by default, PostgreSQL in production (``ledger_url``).
 
 The schema is Alembic's (``migrations/``): opening the ledger upgrades its
 database to the head revision, with a version table of its own.
@@ -19,7 +20,7 @@ import logging
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Collection, Iterable, Iterator, Mapping
 
 from alembic import command
 from alembic.config import Config
@@ -53,9 +54,11 @@ from asr_tasks.config import PROJECT_ROOT, LedgerSettings
 from asr_tasks.models import Recording
 from asr_tasks.states import FINAL_STATES, GONE_STATES, RecordingState
 
+
 log = logging.getLogger(__name__)
 
 STAGES = ("preprocess", "transcribe", "index")
+ERASED_KEY = "erased/"  # an erased version's key: this and its id, never the key it had
 
 metadata = MetaData()
 recordings = Table(
@@ -143,6 +146,12 @@ def resolve_url(url: str) -> str:
     return parsed.set(database=str(path)).render_as_string(hide_password=False)
 
 
+def batches(items: list[str], size: int = 500) -> Iterator[list[str]]:
+    """Ids or keys in batches small enough for one ``IN``."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
 class Ledger:
     """The ledger table in one database; safe to open from many processes at once."""
 
@@ -158,27 +167,37 @@ class Ledger:
             self.engine = create_engine(self.url, pool_pre_ping=True)
         upgrade_schema(self.engine)
 
-    def sensed(self, recs: Iterable[Recording], model: str, pipeline_version: str) -> None:
+    def sensed(self, recs: Iterable[Recording], model: str, pipeline_version: str,
+               waiting: Mapping[str, str] | None = None, held: Collection[str] = ()) -> set[str]:
         """Record a day's listing: new versions start as ``sensed``; earlier versions of their keys are superseded.
+        Returns the erased ones, which the day's stages must leave alone.
 
         A row whose model or pipeline version differs from the current ones starts over
         (a quarantine stands across models: it depends on the file, not on the model).
         An erased version stays erased: its source object, where it was kept, is never
-        processed again.
+        processed again. What legal holds keep (``Holds.sense``, which calls this) is
+        ``waiting`` (a new version's id -> why it waits as ``held``, its key's current
+        version kept) and ``held`` (held versions, not started over).
         """
         recs = list(recs)
         if not recs:
-            return
+            return set()
+        waiting = waiting or {}
         now = _now()
         t = recordings
+        gone = self.known((r.recording_id for r in recs), GONE_STATES)  # a tombstone no longer has its key
         rows = [{"recording_id": r.recording_id, "bucket": r.bucket, "key": r.key, "etag": r.etag,
-                 "call_date": r.call_date or None, "state": RecordingState.SENSED, "model": model,
+                 "call_date": r.call_date or None, "state": RecordingState.SENSED, "reason": None, "model": model,
                  "pipeline_version": pipeline_version, "sensed_at": now, "updated_at": now,
                  "agent_id": r.agent_id, "customer_id": r.customer_id, "size": r.size} for r in recs]
+        for rec, row in zip(recs, rows):
+            if rec.recording_id in waiting:
+                row.update(state=RecordingState.HELD, reason=waiting[rec.recording_id])
         restart = (
             update(t)
             .where(t.c.recording_id == bindparam("rid"), t.c.state != RecordingState.ERASING, t.c.state != RecordingState.ERASED)
-            .where((t.c.state == RecordingState.SUPERSEDED) | (t.c.pipeline_version != pipeline_version)
+            .where((t.c.state == RecordingState.SUPERSEDED) | (t.c.state == RecordingState.HELD)
+                   | (t.c.pipeline_version != pipeline_version)
                    | ((t.c.model != model) & (t.c.state != RecordingState.QUARANTINED)))
             .values(state=RecordingState.SENSED, reason=None, model=model, pipeline_version=pipeline_version, segments=None,
                     sensed_at=now, updated_at=now, **{f"{s}_seconds": None for s in STAGES})
@@ -189,11 +208,21 @@ class Ledger:
                    t.c.state != RecordingState.SUPERSEDED, t.c.state != RecordingState.ERASING, t.c.state != RecordingState.ERASED)
             .values(state=RecordingState.SUPERSEDED, reason=bindparam("why"), updated_at=now)
         )
+        wait = (update(t).where(t.c.recording_id == bindparam("rid"), t.c.state.not_in(GONE_STATES))
+                .values(state=RecordingState.HELD, reason=bindparam("why"), updated_at=now))
+        current = [r for r in recs if r.recording_id not in waiting]
+        restarted = [{"rid": r.recording_id} for r in current if r.recording_id not in held]
+        moved = [{"rid": rid, "why": why} for rid, why in waiting.items()]
         with self.engine.begin() as db:
             db.execute(self._insert_missing(), rows)
-            db.execute(restart, [{"rid": r.recording_id} for r in recs])
-            db.execute(supersede, [{"b": r.bucket, "k": r.key, "rid": r.recording_id,
-                                    "why": f"replaced by a newer version (ETag {r.etag})"} for r in recs])
+            if restarted:
+                db.execute(restart, restarted)
+            if current:
+                db.execute(supersede, [{"b": r.bucket, "k": r.key, "rid": r.recording_id,
+                                        "why": f"replaced by a newer version (ETag {r.etag})"} for r in current])
+            if moved:
+                db.execute(wait, moved)
+        return gone
 
     def _insert_missing(self) -> Any:
         from sqlalchemy.dialects import postgresql, sqlite
@@ -219,7 +248,7 @@ class Ledger:
         """
         target = RecordingState(state)
         if target.rank is None:
-            raise ValueError(f"{target} is not a step forward of a recording (superseded and erasure have their own)")
+            raise ValueError(f"{target} is not a step forward of a recording (superseded, held and erasure have their own)")
         before = [s for s in RecordingState
                   if s.rank is not None and (s.rank < target.rank or (s.final and target.final and s != target))]
         values: dict[str, Any] = {"state": target, "reason": reason, "updated_at": _now()}
@@ -238,21 +267,30 @@ class Ledger:
             ).rowcount
         return bool(done)
 
-    def erasing(self, recording_ids: list[str], user: str, why: str) -> None:
-        """Begin erasing these versions: the tombstone (who, when, why) comes first, so a crash leaves a row that
-        says the erasure is unfinished; their content columns are cleared."""
+    def erasing(self, recording_ids: list[str], user: str, reason: str) -> None:
+        """Begin erasing these versions: the tombstone (who, when, the reason's code) comes first, so a crash
+        leaves a row that says the erasure is unfinished, with the key that finishing it needs."""
         with self.engine.begin() as db:
             db.execute(update(recordings).where(recordings.c.recording_id.in_(recording_ids),
                                                 recordings.c.state.not_in(GONE_STATES))  # a rerun keeps the first
-                       .values(state=RecordingState.ERASING, reason=why, erased_by=user, erased_at=_now(), updated_at=_now(),
-                               segments=None))
+                       .values(state=RecordingState.ERASING, reason=reason, erased_by=user, erased_at=_now(),
+                               updated_at=_now(), segments=None))
 
     def erased(self, recording_ids: list[str]) -> None:
-        """Everything these versions left behind is gone: the tombstones are final."""
+        """Everything these versions left behind is gone: the tombstones are final, and keep the version's id,
+        who, when and the reason's code only. The key, the parties and the call's day go (a key names a
+        customer's call); the id still tells a listing of the same object, where the source is kept, that it was
+        erased. SQLite overwrites the old row's bytes and empties its write-ahead log."""
+        t = recordings
         with self.engine.begin() as db:
-            db.execute(update(recordings).where(recordings.c.recording_id.in_(recording_ids),
-                                                recordings.c.state == RecordingState.ERASING)
-                       .values(state=RecordingState.ERASED, updated_at=_now()))
+            db.execute(update(t).where(t.c.recording_id.in_(recording_ids), t.c.state == RecordingState.ERASING)
+                       .values(state=RecordingState.ERASED, key=ERASED_KEY + t.c.recording_id, etag=t.c.recording_id,
+                               call_date=None, agent_id=None, customer_id=None, size=None, audio_seconds=None,
+                               model=None, pipeline_version=None, **{f"{s}_seconds": None for s in STAGES},
+                               updated_at=_now()))
+        if self.engine.dialect.name == "sqlite":
+            with self.engine.connect() as db:
+                db.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def state(self, recording_id: str) -> str | None:
         with self.engine.connect() as db:
@@ -273,15 +311,17 @@ class Ledger:
             row = db.execute(query).first()
         return row is not None and row.state in FINAL_STATES and row.index_seconds is not None
 
-    def known(self, recording_ids: Iterable[str]) -> set[str]:
-        """Which of these recording versions the ledger has already seen."""
+    def known(self, recording_ids: Iterable[str], states: Iterable[str] = ()) -> set[str]:
+        """Which of these recording versions the ledger has already seen (in one of ``states``, if given)."""
         ids = list(recording_ids)
+        wanted = list(states)
         found: set[str] = set()
         with self.engine.connect() as db:
-            for start in range(0, len(ids), 500):
-                batch = ids[start : start + 500]
-                found.update(db.execute(select(recordings.c.recording_id)
-                                        .where(recordings.c.recording_id.in_(batch))).scalars())
+            for batch in batches(ids):
+                query = select(recordings.c.recording_id).where(recordings.c.recording_id.in_(batch))
+                if wanted:
+                    query = query.where(recordings.c.state.in_(wanted))
+                found.update(db.execute(query).scalars())
         return found
 
     def versions(self, recording_ids: list[str]) -> list[dict[str, Any]]:
@@ -290,9 +330,9 @@ class Ledger:
         found: dict[str, dict[str, Any]] = {}
         t = recordings
         with self.engine.connect() as db:
-            for start in range(0, len(recording_ids), 500):
+            for batch in batches(recording_ids):
                 query = select(t.c.recording_id, t.c.bucket, t.c.key, t.c.etag, t.c.size, t.c.call_date).where(
-                    t.c.recording_id.in_(recording_ids[start : start + 500]))
+                    t.c.recording_id.in_(batch))
                 found.update({row.recording_id: dict(row._mapping) for row in db.execute(query)})
         return [found[rid] for rid in recording_ids if rid in found]
 
@@ -399,6 +439,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")  # readers (asr status) never block the stages
     cursor.execute("PRAGMA busy_timeout=60000")
+    cursor.execute("PRAGMA secure_delete=ON")  # a tombstone's old key and parties are overwritten, not left free
     cursor.close()
 
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from sqlalchemy import and_, func, select
 
 from asr_tasks.records.ledger import Ledger, recordings
-from asr_tasks.states import FAILED_STATES, FINAL_STATES, RecordingState
+from asr_tasks.states import FAILED_STATES, FINAL_STATES, NOT_CURRENT_STATES, RecordingState
 
 By = Literal["month", "day"]
 FAILURE_GROUPS = 20
@@ -98,7 +98,7 @@ def progress(ledger: Ledger, date_from: str, date_to: str, by: By = "month",
     report = Progress(date_from, date_to, by)
     t = recordings
     live = and_(t.c.call_date >= date_from, t.c.call_date <= date_to,
-                t.c.state.not_in((RecordingState.SUPERSEDED, RecordingState.ERASING, RecordingState.ERASED)))
+                t.c.state.not_in(NOT_CURRENT_STATES))  # a waiting version is not work left: its hold decides
     decoded, undecoded = and_(t.c.audio_seconds.is_not(None), t.c.size > 0), t.c.audio_seconds.is_(None)
     with ledger.engine.connect() as db:
         # One pass over the range: per day and state, what the periods, the bytes-to-seconds rate and the days

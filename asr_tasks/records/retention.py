@@ -10,6 +10,7 @@ under a legal hold is skipped and counted.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass
 from datetime import date, timedelta
 from typing import Any
@@ -24,6 +25,7 @@ from asr_tasks.records.erasure import Eraser, versions_of
 from asr_tasks.records.ledger import Ledger, recordings
 from asr_tasks.states import RecordingState
 
+log = logging.getLogger(__name__)
 RETENTION_USER = "retention"
 
 
@@ -88,7 +90,8 @@ def run_retention(settings: Settings, today: date, ledger: Ledger, store: Object
             if rule is not None:
                 by_rule.setdefault(rule, {})[(bucket, key)] = versions
         for (where, days), chosen in sorted(by_rule.items()):
-            done = eraser.erase(chosen, f"retention: kept {days} days ({where})", RETENTION_USER)
+            log.info("retention: %d keys kept %d days under %s are erased", len(chosen), days, where)
+            done = eraser.erase(chosen, "retention", RETENTION_USER)
             run.erased += len(done.erased)
             run.held += len(done.held)
         run.batches += 1

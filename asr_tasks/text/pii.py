@@ -27,6 +27,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from asr_tasks.config import regular_expression
 from asr_tasks.chars import CJK_CHAR
 from asr_tasks.models import Segment, SpokenWord, Transcript
 
@@ -53,11 +54,7 @@ class Kind(BaseModel):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, pattern: str) -> str:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"not a regular expression: {exc}") from exc
-        return pattern
+        return regular_expression(pattern)
 
     @field_validator("mask")
     @classmethod

@@ -39,7 +39,8 @@ ROUTERS = (search, audio, unredacted, access_log, call, exports, progress, recor
 
 
 def security_headers(nonce: str) -> dict[str, str]:
-    """What every response carries: the page may run only its own script and style, and nothing may frame it."""
+    """What every response carries: the page may run only its own script and style, nothing may frame it, and no
+    browser or proxy keeps a copy (a call's words or audio in a cache would outlive its erasure)."""
     return {
         "Content-Security-Policy": (
             f"default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; media-src 'self' https: "
@@ -49,6 +50,7 @@ def security_headers(nonce: str) -> dict[str, str]:
         "X-Content-Type-Options": "nosniff",
         "X-Frame-Options": "DENY",
         "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-store",
     }
 
 

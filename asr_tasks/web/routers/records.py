@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from asr_tasks.records.erasure import Eraser, select_keys
 from asr_tasks.records.holds import HoldError, Holds, Scope
+from asr_tasks.records.reasons import Reason as ErasureReason
 from asr_tasks.web.deps import Access, AppLedger, AppSettings, IndexOpener, StoreOpener, User
 from asr_tasks.web.door import CallDoor
 
@@ -38,14 +39,15 @@ class Reason(BaseModel):
 
 
 class EraseRequest(BaseModel):
-    """An erasure asked through the page's API: one of key, recording, customer or before, and why."""
+    """An erasure asked through the page's API: one of key, recording, customer or before, and the reason's
+    code (``reasons.py``)."""
 
     model_config = ConfigDict(extra="forbid")
     key: str | None = None
     recording_id: str | None = None
     customer: str | None = None
     before: str | None = None
-    why: str
+    reason: ErasureReason
 
 
 def ledger_holds(ledger: AppLedger, access: Access) -> Holds:
@@ -89,6 +91,6 @@ def erase(body: EraseRequest, user: User, settings: AppSettings, ledger: AppLedg
     try:
         keys = select_keys(ledger, key=body.key, recording_id=body.recording_id, customer=body.customer,
                            before=body.before)
-        return Eraser(settings, ledger, store(), index(), access).erase(keys, body.why, user).to_dict()
+        return Eraser(settings, ledger, store(), index(), access).erase(keys, body.reason, user).to_dict()
     except ValueError as exc:
         raise HTTPException(status_code=400, detail=str(exc)) from exc
