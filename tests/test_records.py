@@ -307,7 +307,7 @@ def test_the_roles_are_one_per_permission_and_the_operators() -> None:
     assert all(documented[p.role] == f"`{p.action}`" for p in PERMISSIONS.values())
     proc = subprocess.run([sys.executable, "-m", "asr_tasks.cli", "roles", "--table"], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "Call Access Auditor" in proc.stdout, proc.stderr
+    assert proc.returncode == 0 and "Call Access Auditor" in proc.stdout and OPERATOR_ROLE in proc.stdout, proc.stderr
 
 
 def test_the_nightly_qa_report_lists_the_recordings_opened_that_day(

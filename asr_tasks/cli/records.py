@@ -149,11 +149,13 @@ def cmd_access_log(args: argparse.Namespace) -> int:
 
 def cmd_roles(args: argparse.Namespace) -> int:
     """The roles of the search page's permissions, as Airflow's FAB auth manager takes them (``[fab] custom_roles``)."""
-    from asr_tasks.records.permissions import PERMISSIONS, RESOURCE, fab_custom_roles
+    from asr_tasks.records.permissions import OPERATOR_PERMISSIONS, OPERATOR_ROLE, PERMISSIONS, RESOURCE, fab_custom_roles
 
     if args.table:
         for name, p in PERMISSIONS.items():
             print(f"{p.role:<24} {p.action} on {RESOURCE!r}: {p.allows} ({name})")
+        print(f"{OPERATOR_ROLE:<24} runs and watches the DAGs ({len(OPERATOR_PERMISSIONS)} of Airflow's resources, "
+              f"no writing connections, variables or XComs); nothing on {RESOURCE!r}")
         return 0
     print(fab_custom_roles())
     return 0
