@@ -118,8 +118,9 @@ class StorageSettings(_Section):
     erase_source: bool = True  # an erasure also removes the recording (and its sidecar) from its bucket
     # the shape a sidecar's agent_id and customer_id must have to be kept (a whole match); a value of another
     # shape (a phone number, a card, a name) is not stored anywhere. The default: 1-64 letters, digits and
-    # ._:- with at least one letter, so an id that is only a number (a phone, an account) is refused.
-    party_id_pattern: str = r"(?=[^A-Za-z]*[A-Za-z])[A-Za-z0-9][A-Za-z0-9._:-]{0,63}"
+    # ._:- with at least one letter, or a number of at most 6 digits; a longer number (a phone, an account,
+    # a card) is refused: a bank whose ids are long numbers declares their shape (C\d{8}, say).
+    party_id_pattern: str = r"(?=[^A-Za-z]*[A-Za-z])[A-Za-z0-9][A-Za-z0-9._:-]{0,63}|\d{1,6}"
 
     @field_validator("party_id_pattern")
     @classmethod

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fastapi.routing import APIRoute
 from starlette.testclient import TestClient
-from test_webui import ZH_KEY, jfk_rec, world  # noqa: F401  (fixtures)
+from test_webui import JFK_KEY, ZH_KEY, jfk_rec, world  # noqa: F401  (fixtures)
 
 from asr_tasks import PIPELINE_VERSION
 from asr_tasks.config import Settings
@@ -112,3 +112,25 @@ def test_the_bytes_sent_are_the_bytes_logged(client: TestClient, settings: Setti
 def client(settings: Settings, world: tuple[SqliteIndex, LocalStore]) -> TestClient:  # noqa: F811
     return TestClient(create_app(settings))
 
+
+
+def test_audio_is_the_version_that_was_indexed_or_nothing(client: TestClient, settings: Settings,  # noqa: F811
+                                                         jfk_rec: Recording) -> None:
+    """An upload under a known key is not the call that was vetted: neither the player nor the original serves
+    it in the indexed call's name; and a call whose erasure has begun is gone, though its documents are not yet."""
+    from asr_tasks.intake.demo_corpus import JFK
+
+    url = f"/audio/{jfk_rec.recording_id}"
+    assert client.get(url).status_code == 200
+    source = settings.storage.path("store_root") / "recordings" / JFK_KEY
+    source.write_bytes(b"OggS" + JFK.read_bytes()[4:])  # other bytes at the key: another recording
+    for path in (url, url + "/original"):
+        answer = client.get(path, headers={"Range": "bytes=0-"})
+        assert answer.status_code == 409 and "not the version that was indexed" in answer.json()["detail"], path
+    source.write_bytes(JFK.read_bytes())
+    assert client.get(url).status_code == 200
+    ledger = open_ledger(settings.ledger)
+    ledger.sensed([jfk_rec], "m", PIPELINE_VERSION)
+    ledger.erasing([jfk_rec.recording_id], "officer", "customer-request")
+    for path in (url, f"/call/{jfk_rec.recording_id}", f"/call/{jfk_rec.recording_id}/transcript.txt"):
+        assert client.get(path).status_code == 410, path

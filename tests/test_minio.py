@@ -131,11 +131,9 @@ def test_a_part_of_a_recording_streams_as_a_player_asks_for_it(store: ObjectStor
     """What the search app serves a Range from: the object's size without reading it, and any slice of it."""
     bucket, data = conf.storage.recordings_bucket, bytes(range(256)) * 1000  # more than one chunk
     store.put_bytes(bucket, PREFIX + "c1.wav", data)
-    assert store.size(bucket, PREFIX + "c1.wav") == len(data)
+    assert store.stat(bucket, PREFIX + "c1.wav").size == len(data)  # type: ignore[union-attr]
     for start, length in ((0, len(data)), (1000, 1000), (len(data) - 10, 10), (70_000, 100_000)):
         assert b"".join(store.stream(bucket, PREFIX + "c1.wav", start, length)) == data[start : start + length]
-    with pytest.raises(FileNotFoundError, match="nope.wav"):
-        store.size(bucket, PREFIX + "nope.wav")
     with pytest.raises(FileNotFoundError, match="nope.wav"):
         b"".join(store.stream(bucket, PREFIX + "nope.wav", 0, 10))
 
@@ -338,9 +336,8 @@ def test_sensor_pokes_the_marker_on_the_server(
 
 def test_local_store_refuses_a_key_outside_its_folder(tmp_path: Path) -> None:
     store = LocalStore(tmp_path)
-    for read in (lambda: store.size("b", "../x.wav"), lambda: b"".join(store.stream("b", "../x.wav", 0, 1))):
-        with pytest.raises(ValueError):
-            read()
+    with pytest.raises(ValueError):
+        b"".join(store.stream("b", "../x.wav", 0, 1))
 
 
 def test_store_library_stays_free_of_airflow() -> None:

@@ -4,6 +4,7 @@ search page's permissions and answers for erased recordings."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import secrets
 import subprocess
@@ -19,6 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
+from asr_tasks.intake.demo_corpus import JFK
 from asr_tasks.config import PROJECT_ROOT, Settings
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.intake.days import sidecar_key
@@ -33,13 +35,15 @@ from asr_tasks.records.retention import rule_for, run_retention
 from asr_tasks.states import RecordingState
 from asr_tasks.web.app import create_app
 
+JFK_ETAG = hashlib.md5(JFK.read_bytes(), usedforsecurity=False).hexdigest()
 DAY = "2026-11-27"
 
 
 def recording(name: str, customer: str = "CU-1", agent: str = "AG-1", day: str = DAY) -> Recording:
+    """A version of the JFK recording (its ETag is the file's) under a key of its own."""
     key = f"calls/{day.replace('-', '/')}/{name}"
-    return Recording(recording_id_for("recordings", key, "e1"), "recordings", key, "e1", 10, name.split(".")[0], day,
-                     agent_id=agent, customer_id=customer)
+    return Recording(recording_id_for("recordings", key, JFK_ETAG), "recordings", key, JFK_ETAG, 10,
+                     name.split(".")[0], day, agent_id=agent, customer_id=customer)
 
 
 def test_the_access_log_cannot_be_changed_on_sqlite(tmp_path: Path) -> None:

@@ -84,15 +84,19 @@ class AuditResult:
     recordings: int
     findings: list[Finding] = field(default_factory=list)
 
-    def summary(self) -> dict[str, Any]:
+    def totals(self) -> dict[str, Any]:
+        """Counts that name no party: what the DAG hands Airflow (XCom, which every DAG viewer reads)."""
         return {
             "date": self.call_date,
             "recordings": self.recordings,
             "findings": len(self.findings),
             "by_rule": dict(sorted(Counter(f.rule_id for f in self.findings).items())),
             "by_severity": dict(sorted(Counter(f.severity for f in self.findings).items())),
-            "by_agent": dict(sorted(Counter(f.agent_id or "-" for f in self.findings).items())),
         }
+
+    def summary(self) -> dict[str, Any]:
+        """The totals and the findings per agent: what the reports and ``asr audit`` show the QA team."""
+        return {**self.totals(), "by_agent": dict(sorted(Counter(f.agent_id or "-" for f in self.findings).items()))}
 
 
 @lru_cache(maxsize=1)

@@ -18,6 +18,7 @@ import tempfile
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Protocol, TypeVar
 from urllib.parse import urlsplit
@@ -79,10 +80,6 @@ class ObjectStore(Protocol):
         """The object's first ``length`` bytes (what it is, by its content)."""
         ...
 
-    def size(self, bucket: str, key: str) -> int:
-        """The object's size in bytes (FileNotFoundError when there is none), without reading or hashing it."""
-        ...
-
     def stream(self, bucket: str, key: str, start: int, length: int) -> Iterator[bytes]:
         """``length`` bytes of the object from ``start``, in chunks: a part of a recording as a player asks for it."""
         ...
@@ -129,7 +126,7 @@ class LocalStore:
         if not path.is_file():
             return None
         st = path.stat()
-        return ObjectInfo(key=key, size=st.st_size, etag=_etag(path),
+        return ObjectInfo(key=key, size=st.st_size, etag=_known_etag(str(path), st.st_size, st.st_mtime_ns),
                           last_modified=datetime.fromtimestamp(st.st_mtime, timezone.utc))
 
     def exists(self, bucket: str, key: str) -> bool:
@@ -171,12 +168,6 @@ class LocalStore:
             raise FileNotFoundError(f"{bucket}/{key}: no such object")
         with open(path, "rb") as fh:
             return fh.read(length)
-
-    def size(self, bucket: str, key: str) -> int:
-        path = self._path(bucket, key)
-        if not path.is_file():
-            raise FileNotFoundError(f"{bucket}/{key}: no such object")
-        return path.stat().st_size
 
     def stream(self, bucket: str, key: str, start: int, length: int) -> Iterator[bytes]:
         path = self._path(bucket, key)
@@ -415,12 +406,6 @@ class MinioStore:
         with _missing_as_file_not_found(bucket, key):
             return self._call(f"read the head of {bucket}/{key}", read)
 
-    def size(self, bucket: str, key: str) -> int:
-        info = self.stat(bucket, key)
-        if info is None:
-            raise FileNotFoundError(f"{bucket}/{key}: no such object")
-        return info.size
-
     def stream(self, bucket: str, key: str, start: int, length: int) -> Iterator[bytes]:
         with _missing_as_file_not_found(bucket, key):
             answer = self._call(f"read {bucket}/{key}", lambda: self.client.get_object(bucket, key, offset=start,
@@ -457,6 +442,12 @@ def get_json(store: ObjectStore, bucket: str, key: str) -> Any:
 
 def put_json(store: ObjectStore, bucket: str, key: str, value: Any) -> None:
     store.put_bytes(bucket, key, json.dumps(value, ensure_ascii=False, indent=1).encode())
+
+
+@lru_cache(maxsize=4096)
+def _known_etag(path: str, size: int, mtime_ns: int) -> str:
+    """A file's MD5, read once per size and modification time: the audio route checks it on every request."""
+    return _etag(Path(path))
 
 
 def _etag(path: Path) -> str:

@@ -133,7 +133,8 @@ class Holds:
                 if (own["model"], own["pipeline_version"]) != (model, pipeline_version):
                     untouched.add(rec.recording_id)  # the stages would make it again, under the new versions
                 continue
-            why = f"waits behind {hold.describe()}: the held version (ETag {current['etag']}) stays current"
+            # the hold by its id: its register (who asked, why, what it covers) is the records officer's to read
+            why = f"waits behind legal hold {hold.id}: the held version (ETag {current['etag']}) stays current"
             waiting[rec.recording_id] = Waiting(rec, current, hold.id, why, own)
             untouched.add(rec.recording_id)
         gone = self.ledger.sensed(recs, model, pipeline_version, {rid: w.why for rid, w in waiting.items()}, held)

@@ -54,7 +54,6 @@ from asr_tasks.config import PROJECT_ROOT, LedgerSettings
 from asr_tasks.models import Recording
 from asr_tasks.states import FINAL_STATES, GONE_STATES, RecordingState
 
-
 log = logging.getLogger(__name__)
 
 STAGES = ("preprocess", "transcribe", "index")

@@ -170,7 +170,8 @@ def export_transcript(fmt: str, rec: dict[str, Any], segments: list[Segment]) ->
     if fmt in ("txt", "srt", "vtt"):
         ordered = [dataclasses.replace(s, text=one_line(s.text), speaker=one_line(s.speaker)) for s in ordered]
     if fmt == "txt":
-        head = f"{rec.get('key')} ({rec.get('call_date') or 'undated'}, agent {rec.get('agent_id') or '-'})\n\n"
+        head = one_line(f"{rec.get('key')} ({rec.get('call_date') or 'undated'}, agent {rec.get('agent_id') or '-'})")
+        head += "\n\n"
         return head + "".join(f"[{_stamp(s.start, '.')}] {s.speaker}: {s.text}\n" for s in ordered)
     if fmt == "srt":
         return "\n".join(f"{n}\n{_stamp(s.start, ',')} --> {_stamp(s.end, ',')}\n{s.speaker}: {s.text}\n"

@@ -29,6 +29,8 @@ from asr_tasks.records.permissions import PERMISSIONS
 from asr_tasks.states import GONE_STATES
 
 MAX_QUERY_CHARS = 1000
+MAX_FILTER_CHARS = 200  # an agent id, a rule, a day: a filter is short, and what is typed is masked before it is logged
+RECORDING_ID = r"^([0-9a-f]{24})?$"  # a recording id as the pipeline makes them (``recording_id_for``), or none
 
 # ``authorize(permission)`` is a dependency that answers the signed-in user's name, or refuses (403).
 Authorize = Callable[[str], Callable[..., str]]
@@ -105,15 +107,15 @@ async def access_log(request: Request) -> AccessLog:
 
 
 def query_filters(
-    date_from: str | None = None,
-    date_to: str | None = None,
-    agent: str | None = None,
-    speaker: str | None = None,
-    quality: str | None = None,
+    date_from: str | None = Query(None, max_length=MAX_FILTER_CHARS),
+    date_to: str | None = Query(None, max_length=MAX_FILTER_CHARS),
+    agent: str | None = Query(None, max_length=MAX_FILTER_CHARS),
+    speaker: str | None = Query(None, max_length=MAX_FILTER_CHARS),
+    quality: str | None = Query(None, max_length=MAX_FILTER_CHARS),
     min_non_talk_share: float | None = Query(None, ge=0.0, le=1.0, allow_inf_nan=False),
     min_agent_interruptions: int | None = Query(None, ge=0),
     min_customer_interruptions: int | None = Query(None, ge=0),
-    rule: str | None = None,
+    rule: str | None = Query(None, max_length=MAX_FILTER_CHARS),
 ) -> Filters:
     """The filters of the JSON API, from the query string (shares 0-1: ``min_non_talk_share=0.3`` is 30 %)."""
     return Filters(date_from, date_to, agent, speaker, quality, min_non_talk_share, min_agent_interruptions,
@@ -150,4 +152,5 @@ AppLedger = Annotated[Ledger, Depends(ledger)]
 Access = Annotated[AccessLog, Depends(access_log)]
 SearchFilters = Annotated[Filters, Depends(query_filters)]
 SearchQuery = Annotated[str, Query(max_length=MAX_QUERY_CHARS)]
+Filter = Annotated[str, Query(max_length=MAX_FILTER_CHARS)]  # a filter of the page's form ("" when left empty)
 Second = Annotated[float, Query(ge=0.0, le=86400.0, allow_inf_nan=False)]  # where in a recording to start

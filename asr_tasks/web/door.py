@@ -6,7 +6,8 @@ access log itself) takes a ``Door``. The router has checked the user's
 permission; the door finds the recording as the index has it (404 unknown, 410
 erased), reads the artefacts of the version that indexed it (never the running
 code's), refuses what is not safe to serve (a quarantined upload; the original
-where personal data was found and no redacted rendition is stored: 409), and
+where personal data was found and no redacted rendition is stored, or where the
+object under its key is no longer the version that was indexed: 409), and
 writes one access-log row per request before anything goes out, naming what
 was served (which bytes of which rendition, from which second; which page).
 ``tests/test_door.py`` calls every route of the app and fails when one answers
@@ -31,7 +32,7 @@ from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.ledger import Ledger
 from asr_tasks.states import RecordingState
 from asr_tasks.version import RecordingVersion
-from asr_tasks.web.deps import Access, AppLedger, AppSettings, IndexOpener, StoreOpener, User, indexed
+from asr_tasks.web.deps import Access, AppLedger, AppSettings, IndexOpener, StoreOpener, User, gone, indexed
 from asr_tasks.web.ranges import Unsatisfiable, part
 
 # Audio containers by their first bytes: (offset, magic) -> media type. Anything else is not served.
@@ -73,7 +74,11 @@ class Door:
                            detail=detail)
 
     def recording(self, recording_id: str) -> dict[str, Any]:
-        """The recording as the index has it; 410 if it was erased, 404 if there never was one."""
+        """The recording as the index has it; 410 once its erasure has begun (even while its documents are still
+        being removed), 404 if there never was one."""
+        missing = gone(self.ledger, recording_id)
+        if missing is not None:
+            raise missing
         return indexed(self.index(), self.ledger, recording_id)
 
     def call(self, recording_id: str, detail: str, action: str = "read") -> tuple[dict[str, Any], list[Segment]]:
@@ -122,11 +127,17 @@ class Door:
         store = self.store()
         try:
             media_type = audio_media_type(store.head(bucket, key, 16))
-            size = store.size(bucket, key)
         except FileNotFoundError as exc:
             raise HTTPException(status_code=404, detail=f"recording {recording_id}: its audio is not stored") from exc
         if media_type is None:
             raise HTTPException(status_code=415, detail=f"recording {recording_id}: not an audio file by its content")
+        stored = store.stat(bucket, key)
+        if stored is None:
+            raise HTTPException(status_code=404, detail=f"recording {recording_id}: its audio is not stored")
+        if rendition != "redacted" and stored.etag != rec.get("etag"):  # the source, re-uploaded since
+            raise HTTPException(status_code=409, detail=f"recording {recording_id}: the object stored under its key "
+                                                        "is not the version that was indexed; not served")
+        size = stored.size
         try:
             sent = part(self.request.headers.get("range"), size)
         except Unsatisfiable as exc:

@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
+from asr_tasks.web.deps import RECORDING_ID, Filter
 from asr_tasks.web.door import CallDoor
 from asr_tasks.web.pages import render_page
 
@@ -19,8 +20,9 @@ router = APIRouter()
 
 
 @router.get("/access-log", response_class=HTMLResponse)
-def access_log_page(request: Request, door: CallDoor, days: int = Query(7, ge=1, le=3660), who: str = "",
-                    recording: str = "", page: int = Query(0, ge=0, le=100_000)) -> HTMLResponse:
+def access_log_page(request: Request, door: CallDoor, days: int = Query(7, ge=1, le=3660), who: Filter = "",
+                    recording: str = Query("", pattern=RECORDING_ID),
+                    page: int = Query(0, ge=0, le=100_000)) -> HTMLResponse:
     """Who searched, played, exported, erased or held what, newest first, a page at a time."""
     since = datetime.now(timezone.utc) - timedelta(days=days)
     door.log("list", recording_id=recording or None, detail=f"the access log of {days} days, page {page}"

@@ -14,7 +14,7 @@ from markupsafe import Markup
 
 from asr_tasks.config import Settings
 from asr_tasks.index.query import HL_CLOSE, HL_OPEN, CursorError, Filters, IndexBackendError, clock
-from asr_tasks.web.deps import MAX_QUERY_CHARS, AppSettings, SearchFilters, SearchQuery, Second, gone
+from asr_tasks.web.deps import MAX_QUERY_CHARS, AppSettings, Filter, SearchFilters, SearchQuery, Second, gone
 from asr_tasks.web.door import CallDoor, Door
 from asr_tasks.web.pages import render_page
 
@@ -91,16 +91,16 @@ def page(
     settings: AppSettings,
     door: CallDoor,
     q: str = "",
-    date_from: str = "",
-    date_to: str = "",
-    agent: str = "",
-    speaker: str = "",
-    quality: str = "",
-    rule: str = "",
+    date_from: Filter = "",
+    date_to: Filter = "",
+    agent: Filter = "",
+    speaker: Filter = "",
+    quality: Filter = "",
+    rule: Filter = "",
     non_talk_percent: str = Query("", pattern=r"^(\d{1,3}(\.\d+)?)?$"),  # a form sends an empty field as ""
     agent_interruptions: str = Query("", pattern=r"^\d{0,6}$"),
     after: str = Query("", max_length=MAX_CURSOR_CHARS),
-    recording_id: str = "",
+    recording_id: Filter = "",
     t: Second = 0.0,
 ) -> HTMLResponse:
     """The page: form, hits (or the recording an audit link points at), facets and the player."""
