@@ -73,6 +73,8 @@ Device = Literal["cpu", "cuda"]
 ComputeType = Literal["default", "auto", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16",
                       "bfloat16", "float32"]
 ReadyCheck = Literal["quiet", "marker"]
+AttnImplementation = Literal["sdpa", "eager", "flash_attention_2"]
+GenerationCache = Literal["dynamic", "static"]
 
 _STRICT = ConfigDict(extra="forbid")
 
@@ -213,6 +215,10 @@ class AsrSettings(_Section):
     batch_size: int = 4
     pack_windows: bool = True
     pack_gap_seconds: float = 1.0
+    # transformers engine: the attention kernels of every model it loads; flash_attention_2 needs flash-attn and CUDA
+    attn_implementation: AttnImplementation = "sdpa"
+    # transformers engine, Qwen3-ASR: "static" preallocates the KV cache and compiles the decoding step (CUDA only)
+    generation_cache: GenerationCache = "dynamic"
     max_tokens_per_second: float = 10.0
     # per language (its code) where it differs from max_tokens_per_second (bench/token_rates.py measures them)
     language_tokens_per_second: dict[str, float] = field(default_factory=lambda: {"zh": 12.0, "yue": 12.0})

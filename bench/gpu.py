@@ -5,16 +5,25 @@ tool, whose machine starts bare and reaches no network), over the chunks the
 pipeline cuts from the benchmark's synthetic calls:
 
 - ``ctranslate2``: real Whisper-base (the packaged CTranslate2 model), float16;
-- ``transformers-whisper``: Whisper-base through transformers, fp16, with random
+- ``transformers-whisper``: Whisper-base through transformers, with random
   weights (no Whisper-base in transformers' format ships without a model hub)
   and Whisper's own tokenizer;
-- ``transformers-qwen3``: a Qwen3-ASR-0.6B-shaped model with random weights.
+- ``transformers-qwen3``: a Qwen3-ASR-0.6B-shaped model with random weights and
+  its forced aligner (random too), so word times cost what they cost in
+  production.
+
+Every engine runs the production configuration: the shipped settings
+(``include/config.yaml``: the term dictionary's hotwords, language detection
+per recording), bfloat16 for the transformers engines and float16 for
+CTranslate2 on a GPU (``GPU_COMPUTE_TYPE`` of ``.env.example``), over English
+and Mandarin chunks.
 
 Random weights rarely say end-of-text, so those models decode up to the token
 budget (``max_tokens_per_second`` of speech per chunk): a fixed amount of work per
 chunk, which is what makes their figures comparable between runs and machines.
 
-Two steps. Here (espeak-ng, ffmpeg and the VAD), the chunks:
+Two steps. Here (espeak-ng, ffmpeg and the VAD; the Mandarin clips of
+``tests/data/zh/``), the chunks:
 
     .venv/bin/python bench/gpu.py prepare [--minutes 12] [--quick] [--json]    # -> var/gpu-bench/chunks.npz
 
@@ -36,7 +45,10 @@ calls into var/gpu-bench/quick/, which ``run --quick`` reads, at batch sizes 1
 and 4 with a 30 s budget per engine (``--device cpu --tiny --quick`` checks the
 whole script on a CPU). ``prepare --json`` prints ``chunks``, ``speech_s`` and
 ``path``; ``run`` prints ``device``, ``chunks``, ``speech_s`` and ``engines``: per
-engine ``model``, ``compute_type``, ``load_and_warm_up_s`` and ``batches`` (per
+engine ``model``, ``compute_type``, ``aligner`` and ``hotwords`` (whether they ran), for the
+transformers engines ``attn_implementation`` and ``generation_cache`` (``--attn-implementation
+flash_attention_2``, ``--generation-cache static`` measure the alternatives),
+``load_and_warm_up_s`` and ``batches`` (per
 batch size ``batch_size``, ``chunks``, ``speech_s``, ``wall_s``,
 ``audio_s_per_wall_s``, on a GPU ``peak_gpu_mib``), or ``error`` for an engine
 that could not run.
@@ -58,13 +70,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from asr_tasks.config import Settings  # noqa: E402
+from asr_tasks.config import Settings, get_settings  # noqa: E402
 from asr_tasks.models import SAMPLE_RATE, AudioChunk  # noqa: E402
 
 SR = 16000
 DEFAULT_OUT = ROOT / "var" / "gpu-bench"
 QUICK_PREPARE = {"minutes": 0.5, "out": str(DEFAULT_OUT / "quick")}
 QUICK_RUN = {"chunks": str(DEFAULT_OUT / "quick" / "chunks.npz"), "batch_sizes": "1,4", "budget_seconds": 30.0}
+ZH_CALLS = ROOT / "tests" / "data" / "zh"  # real Mandarin speech (ORIGIN.md there)
+GPU_COMPUTE = {"ctranslate2": "float16", "transformers": "bfloat16"}  # as the GPU workers run them
 ENGINES = {  # name: (engine, model family, shape of the random model or None for the real one)
     "ctranslate2": ("ctranslate2", "whisper", None),
     "transformers-whisper": ("transformers", "whisper", "base"),
@@ -85,10 +99,11 @@ def prepare(minutes: float, out: Path) -> dict[str, Any]:
     pieces, meta = [], []
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "calls").mkdir()
-        for n, call in enumerate(synthesise(Path(tmp) / "calls", minutes)):
+        calls = [call.path for call in synthesise(Path(tmp) / "calls", minutes)] + sorted(ZH_CALLS.glob("*.wav"))
+        for n, path in enumerate(calls):
             work = Path(tmp) / str(n)
             work.mkdir()
-            pre, pcm = preprocess_local(recording_for_file(call.path), call.path, work, audio)
+            pre, pcm = preprocess_local(recording_for_file(path), path, work, audio)
             for chunk in pre.chunks:
                 samples = read_pcm(pcm[chunk.channel], SAMPLE_RATE, chunk.start, chunk.end)
                 pieces.append(np.clip(samples * 32767, -32768, 32767).astype(np.int16))
@@ -149,37 +164,44 @@ class MemoryWatch:
         self.peak = max(self.peak, self.used())
 
 
-def model_dir_for(name: str, shape: str | None, real_model: Path, work: Path) -> Path:
-    """The real model's folder, or a random model of the shape built in ``work``."""
-    from random_models import build_qwen3_asr, build_whisper
+def model_dirs_for(name: str, shape: str | None, real_model: Path, work: Path) -> tuple[Path, str]:
+    """The real model's folder, or a random model of the shape built in ``work``; and Qwen3-ASR's aligner."""
+    from random_models import build_qwen3_aligner, build_qwen3_asr, build_whisper
 
     if shape is None:
-        return real_model
+        return real_model, ""
     folder = work / f"{name}-{shape}"
     if ENGINES[name][1] == "qwen3_asr":
-        return build_qwen3_asr(folder, shape)
-    return build_whisper(folder, real_model / "tokenizer.json", shape)
+        return build_qwen3_asr(folder, shape), str(build_qwen3_aligner(work / f"{name}-aligner"))
+    return build_whisper(folder, real_model / "tokenizer.json", shape), ""
 
 
 def sweep(name: str, items: list[tuple[AudioChunk, np.ndarray]], batch_sizes: list[int], args: argparse.Namespace,
           work: Path) -> dict[str, Any]:
     """One engine over the batch sizes; returns its load time and a row per batch size."""
+    from asr_tasks.text.postprocess import hotwords
     from asr_tasks.transcription.engines import get_engine
 
     engine_name, family, shape = ENGINES[name]
     torch = _torch()
     gpu = args.device == "cuda"
-    compute = "float16" if gpu else ("int8" if engine_name == "ctranslate2" else "float32")
-    folder = model_dir_for(name, shape and ("tiny" if args.tiny else shape), Path(args.model_dir), work)
-    settings = Settings().override(engine=engine_name, model_family=family, model_dir=str(folder), device=args.device,
-                                   compute_type=compute, language="en", batch_size=batch_sizes[0],
-                                   device_lock_dir=str(work / "locks"))
+    compute = GPU_COMPUTE[engine_name] if gpu else ("int8" if engine_name == "ctranslate2" else "float32")
+    folder, aligner = model_dirs_for(name, shape and ("tiny" if args.tiny else shape), Path(args.model_dir), work)
+    settings = get_settings().override(engine=engine_name, model_family=family, model_dir=str(folder),
+                                       aligner_dir=aligner, device=args.device, compute_type=compute,
+                                       batch_size=batch_sizes[0], device_lock_dir=str(work / "locks"),
+                                       attn_implementation=args.attn_implementation,
+                                       generation_cache=args.generation_cache)
     watch = MemoryWatch(args.device)
     before = watch.used()
     started = time.perf_counter()
-    engine = get_engine(settings.asr)
+    words = hotwords(settings.postprocess)
+    engine = get_engine(settings.asr, words)  # as the transcribe task loads it: the term dictionary's hotwords on
     engine.transcribe_batch(items[: max(1, batch_sizes[0])])  # warm-up: CUDA context, kernels, allocator
-    report: dict[str, Any] = {"model": str(folder.name), "compute_type": compute,
+    report: dict[str, Any] = {"model": str(folder.name), "compute_type": compute, "aligner": bool(aligner),
+                              "hotwords": bool(words), **({"attn_implementation": args.attn_implementation,
+                                                           "generation_cache": args.generation_cache}
+                                                          if engine_name == "transformers" else {}),
                               "load_and_warm_up_s": round(time.perf_counter() - started, 2), "batches": []}
     deadline = time.perf_counter() + args.budget_seconds
     for size in batch_sizes:
@@ -254,6 +276,10 @@ def main() -> None:
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--budget-seconds", type=float, default=120.0, help="wall time per engine's sweep")
     p.add_argument("--tiny", action="store_true", help="tiny random models (a check of the script on a CPU)")
+    p.add_argument("--attn-implementation", default="sdpa", choices=["sdpa", "eager", "flash_attention_2"],
+                   help="the transformers engines' attention (flash_attention_2: CUDA and flash-attn)")
+    p.add_argument("--generation-cache", default="dynamic", choices=["dynamic", "static"],
+                   help="Qwen3-ASR's KV cache (static: preallocated, decoding compiled on CUDA)")
     p.add_argument("--quick", action="store_true", help=f"smaller defaults, a check that it runs: {QUICK_RUN}")
     p.add_argument("--json", action="store_true")
     steps["run"] = (p, QUICK_RUN)

@@ -212,3 +212,13 @@ def test_gpu_quick_on_cpu(model_dir: Path, tmp_path: Path) -> None:
     assert {"model", "compute_type", "load_and_warm_up_s", "batches"} <= set(engine)
     assert engine["compute_type"] == "int8" and [b["batch_size"] for b in engine["batches"]] == [1, 4]
     assert all(positive(b["chunks"], b["wall_s"], b["audio_s_per_wall_s"]) for b in engine["batches"])
+    assert engine["hotwords"]  # the shipped settings' term dictionary, as production loads the engine
+
+    # The transformers engines in the production configuration, tiny: hotwords, Qwen3-ASR's forced aligner.
+    report = bench("gpu.py", "run", "--quick", "--device", "cpu", "--tiny", "--engines",
+                   "transformers-whisper,transformers-qwen3", "--chunks", prepared["path"], "--model-dir", str(model_dir))
+    for name, engine in report["engines"].items():
+        assert "error" not in engine, (name, engine["error"])
+        assert engine["hotwords"] and engine["aligner"] == (name == "transformers-qwen3"), name
+        assert engine["compute_type"] == "float32" and [b["batch_size"] for b in engine["batches"]] == [1, 4], name
+        assert (engine["attn_implementation"], engine["generation_cache"]) == ("sdpa", "dynamic"), name

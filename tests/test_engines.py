@@ -26,7 +26,7 @@ from random_models import build_qwen3_aligner, build_qwen3_asr, build_whisper
 from asr_tasks.config import AsrSettings, Settings
 from asr_tasks.models import AudioChunk
 from asr_tasks.transcription.devices import DeviceBusy, acquire_device, device_slots
-from asr_tasks.transcription.engine import EngineOutOfMemory, ModelError, is_out_of_memory, run_with_backoff
+from asr_tasks.transcription.engine import Backoff, EngineOutOfMemory, ModelError, is_out_of_memory
 from asr_tasks.transcription.engines import get_engine
 from asr_tasks.transcription.packing import (
     Decoded,
@@ -191,10 +191,16 @@ def test_token_budgets_follow_the_language(settings: Settings) -> None:
 # -- OOM back-off ------------------------------------------------------------------------------------------------
 
 
-def test_back_off_halves_the_batch_retries_it_and_gives_up_at_one() -> None:
+def test_back_off_halves_the_batch_keeps_the_size_that_fitted_and_gives_up_at_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
     import torch
 
+    from asr_tasks.transcription import engine as engine_module
+
     seen: list[int] = []
+    freed_in_a_handler: list[bool] = []
 
     def run(batch: Any) -> list[int]:
         seen.append(len(batch))
@@ -202,12 +208,22 @@ def test_back_off_halves_the_batch_retries_it_and_gives_up_at_one() -> None:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return [x * 10 for x in batch]
 
-    assert run_with_backoff(list(range(7)), 8, run, "cuda:0") == [x * 10 for x in range(7)]
-    assert seen == [7, 3, 3, 1]
+    def free() -> None:  # the failed batch's tensors are only freed once no traceback holds them
+        freed_in_a_handler.append(sys.exc_info()[0] is not None)
+
+    monkeypatch.setattr(engine_module, "free_accelerator_memory", free)
+    backoff = Backoff("cuda:0")
+    assert backoff.run(list(range(7)), 8, run) == [x * 10 for x in range(7)]
+    assert seen == [7, 3, 3, 1] and freed_in_a_handler == [False]
+    seen.clear()
+    assert backoff.run(list(range(7)), 8, run) == [x * 10 for x in range(7)]
+    assert seen == [3, 3, 1] and backoff.limit == 3  # the next call starts from the size that fitted
+    seen.clear()
+    assert backoff.run(list(range(4)), 2, run) == [0, 10, 20, 30] and seen == [2, 2]  # a smaller size is taken
     with pytest.raises(EngineOutOfMemory, match="even at batch size 1"):
-        run_with_backoff([1, 2], 2, lambda b: (_ for _ in ()).throw(MemoryError()), "the host")
+        Backoff("the host").run([1, 2], 2, lambda b: (_ for _ in ()).throw(MemoryError()))
     with pytest.raises(ValueError):  # anything else is not retried
-        run_with_backoff([1], 4, lambda b: (_ for _ in ()).throw(ValueError("bad input")), "cpu")
+        Backoff("cpu").run([1], 4, lambda b: (_ for _ in ()).throw(ValueError("bad input")))
     assert is_out_of_memory(RuntimeError("CUDA failed with error out of memory"))  # CTranslate2's wording
     assert not is_out_of_memory(RuntimeError("CUDA failed with error invalid device ordinal"))
     gave_up = EngineOutOfMemory("out of memory on cuda:0 even at batch size 1")
@@ -218,7 +234,7 @@ def test_back_off_halves_the_batch_retries_it_and_gives_up_at_one() -> None:
         raise gave_up
 
     with pytest.raises(EngineOutOfMemory):  # an outer back-off does not retry an inner one that gave up
-        run_with_backoff([1, 2, 3, 4], 4, inner_gave_up, "cuda:0")
+        Backoff("cuda:0").run([1, 2, 3, 4], 4, inner_gave_up)
     assert outer == [4]
 
 
@@ -308,9 +324,40 @@ def test_qwen3_asr_oom_on_generate_halves_the_bucket(settings: Settings, tiny_qw
     monkeypatch.setattr(engine.model, "generate", on_a_small_gpu)
     assert engine.transcribe_batch(items) == expected
     assert sizes == [4, 2, 1, 1, 1, 1, 1]
+    sizes.clear()
+    assert engine.transcribe_batch(items) == expected and sizes == [1] * 5  # the size that fitted is kept
     monkeypatch.setattr(engine.model, "generate", lambda **_: (_ for _ in ()).throw(MemoryError()))
     with pytest.raises(EngineOutOfMemory, match="cpu .*batch size 1"):
         engine.transcribe_batch(items[:2])
+
+
+def test_qwen3_aligner_oom_retries_the_alignment_not_the_recognition(
+        settings: Settings, tiny_qwen: Path, tiny_aligner: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from asr_tasks.transcription.qwen3_asr import Qwen3ForcedAligner
+
+    engine = get_engine(transformers_settings(settings, tiny_qwen, "qwen3_asr", language="en", batch_size=4,
+                                              aligner_dir=str(tiny_aligner)).asr)
+    assert isinstance(engine.aligner, Qwen3ForcedAligner)
+    items = noise_items([1.0, 2.0, 3.0, 1.5], seed=3)
+    expected = engine.transcribe_batch(items)
+    generate, align, generated, aligned = engine.model.generate, engine.aligner.model.forward, [], []
+
+    def counted(**inputs: Any) -> Any:
+        generated.append(inputs["input_ids"].shape[0])
+        return generate(**inputs)
+
+    def small_aligner(*args: Any, **inputs: Any) -> Any:
+        aligned.append(inputs["input_ids"].shape[0])
+        if aligned[-1] > 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
+        return align(*args, **inputs)
+
+    monkeypatch.setattr(engine.model, "generate", counted)
+    monkeypatch.setattr(engine.aligner.model, "forward", small_aligner)
+    assert engine.transcribe_batch(items) == expected
+    assert generated == [4] and aligned[0] == 4 and max(aligned[1:]) <= 2  # the recogniser ran once
 
 
 # -- transformers: Whisper ---------------------------------------------------------------------------------------

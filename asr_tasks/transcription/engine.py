@@ -6,7 +6,8 @@ through transformers (fp32 on CPU, bf16/fp16 on GPU). Every engine takes a whole
 batch of chunks, from any number of recordings, and returns each chunk's
 segments in the order the chunks came in; how it batches (packing into 30 s
 windows, length-sorted buckets) is its own business. A CUDA or host
-out-of-memory error halves the batch and retries it; at batch size 1 it becomes
+out-of-memory error halves the batch of the stage that failed and retries it
+(``Backoff``; the halved size stays); at batch size 1 it becomes
 ``EngineOutOfMemory`` and the task fails for Airflow to retry.
 """
 
@@ -53,6 +54,11 @@ class AsrEngine(ABC):
     def transcribe_batch(self, items: Sequence[tuple[AudioChunk, np.ndarray]]) -> list[list[Segment]]:
         """Segments of every (chunk, 16 kHz float32 samples) item, in input order, on the recording's clock."""
 
+    def backoff(self, stage: str, what: str) -> Backoff:
+        """The stage's out-of-memory back-off, made at its first use and kept for the engine's life."""
+        kept: dict[str, Backoff] = vars(self).setdefault("_backoffs", {})
+        return kept.setdefault(stage, Backoff(what))
+
     def transcribe(self, chunk: AudioChunk, audio: np.ndarray) -> list[Segment]:
         """One chunk; batching only pays off through ``transcribe_batch``."""
         return self.transcribe_batch([(chunk, audio)])[0]
@@ -88,35 +94,42 @@ def free_accelerator_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def run_with_backoff(items: Sequence[T], batch_size: int, run: Callable[[Sequence[T]], list[R]],
-                     what: str) -> list[R]:
-    """``run`` over consecutive batches; on out-of-memory free the cache, halve the failed batch and retry it.
+class Backoff:
+    """One stage's batch size under out-of-memory: a batch that does not fit is halved and retried, and the size
+    that fitted stays the stage's limit for its next calls, so an oversized batch fails once per engine, not
+    per call.
 
-    The smaller batch size is kept for the rest of the call; out of memory with a
-    batch of one becomes ``EngineOutOfMemory``.
+    Memory is freed after the handler has ended: inside it, the traceback still holds the failed batch's
+    tensors, and emptying the cache there gives back nothing. Out of memory with a batch of one becomes
+    ``EngineOutOfMemory``.
     """
-    results: list[R] = []
-    size = max(1, batch_size)
-    done = 0
-    while done < len(items):
-        batch = items[done : done + size]
-        try:
-            out = run(batch)
-        except Exception as exc:
-            if not is_out_of_memory(exc):
-                raise
-            free_accelerator_memory()
-            if len(batch) == 1:
-                raise EngineOutOfMemory(
-                    f"out of memory on {what} even at batch size 1 ({type(exc).__name__}: {exc}); "
-                    "the task fails so that Airflow retries it"
-                ) from exc
-            size = len(batch) // 2
-            log.warning("out of memory on %s (%s); retrying with batch size %d", what, type(exc).__name__, size)
-            continue
-        results.extend(out)
-        done += len(batch)
-    return results
 
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.limit: int | None = None  # the largest batch known to fit, once one did not
 
-
+    def run(self, items: Sequence[T], batch_size: int, run: Callable[[Sequence[T]], list[R]]) -> list[R]:
+        """``run`` over consecutive batches of ``items`` (``batch_size`` each, or the limit); results in order."""
+        results: list[R] = []
+        size = max(1, min(batch_size, self.limit or batch_size))
+        done = 0
+        while done < len(items):
+            batch = items[done : done + size]
+            failed = None
+            try:
+                out = run(batch)
+            except Exception as exc:
+                if not is_out_of_memory(exc):
+                    raise
+                failed = f"{type(exc).__name__}: {exc}"  # the text only: the exception holds the batch's frames
+            if failed is not None:
+                free_accelerator_memory()
+                if len(batch) == 1:
+                    raise EngineOutOfMemory(f"out of memory on {self.what} even at batch size 1 ({failed}); "
+                                            "the task fails so that Airflow retries it")
+                size = self.limit = len(batch) // 2
+                log.warning("out of memory on %s (%s); batch size %d from now on", self.what, failed, size)
+                continue
+            results.extend(out)
+            done += len(batch)
+        return results

@@ -28,7 +28,7 @@ import numpy as np
 
 from asr_tasks.config import AsrSettings
 from asr_tasks.models import SAMPLE_RATE, AudioChunk, Segment, SpokenWord
-from asr_tasks.transcription.engine import AsrEngine, run_with_backoff
+from asr_tasks.transcription.engine import AsrEngine
 
 log = logging.getLogger(__name__)
 
@@ -322,10 +322,9 @@ class WindowedWhisper(AsrEngine):
             best = longest.get(chunk.recording_id)
             if best is None or len(audio) > len(items[best][1]):
                 longest[chunk.recording_id] = n
-        detected = run_with_backoff(
+        detected = self.backoff("detect", f"{self.device} (language detection)").run(
             list(longest.values()), self.batch_size,
             lambda batch: self._detect_batch([np.asarray(items[n][1], dtype=np.float32) for n in batch]),
-            f"{self.device} (language detection)",
         )
         by_recording = dict(zip(longest, detected))
         return [by_recording[chunk.recording_id] for chunk, _ in items]
@@ -338,7 +337,7 @@ class WindowedWhisper(AsrEngine):
             def run(batch: Sequence[int], language: str = language) -> list[Decoded]:
                 return self._decode_batch([windows[n] for n in batch], audios, language)
 
-            decoded = run_with_backoff(indices, self.batch_size, run, f"{self.device} (batch of 30 s windows)")
+            decoded = self.backoff("decode", f"{self.device} (batch of 30 s windows)").run(indices, self.batch_size, run)
             results.update(zip(indices, decoded))
         return [results[n] for n in range(len(windows))]
 

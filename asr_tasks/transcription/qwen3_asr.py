@@ -10,6 +10,7 @@ one is configured. The loading and checks are the Whisper engine's
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from transformers.models.qwen3_asr.processing_qwen3_asr import (
 from asr_tasks.chars import CJK_CHAR
 from asr_tasks.config import AsrSettings
 from asr_tasks.models import SAMPLE_RATE, AudioChunk, Segment, SpokenWord
-from asr_tasks.transcription.engine import AsrEngine, ModelError, run_with_backoff
+from asr_tasks.transcription.engine import AsrEngine, ModelError
 from asr_tasks.transcription.packing import (
     token_budget,
 )
@@ -37,6 +38,8 @@ from asr_tasks.transcription.transformers import (
     check_model_dir,
     pretrained,
 )
+
+log = logging.getLogger(__name__)
 
 WORD_SPLITTERS = {"Japanese": "nagisa", "Korean": "soynlp"}  # what the aligner needs to split these into words
 
@@ -65,10 +68,12 @@ class TransformersQwen3Asr(TransformersModel, AsrEngine):
         eos = config.eos_token_id
         self.stop_ids = {int(t) for t in (eos if isinstance(eos, (list, tuple)) else [eos])}
         self.context = hotwords  # Qwen3-ASR reads context and hotwords from the system prompt
+        self.budget_cut = 0  # chunks whose text the token budget cut off (each one logged)
         self.aligner: Qwen3ForcedAligner | None = None
         if settings.aligner_dir:
             try:
-                self.aligner = Qwen3ForcedAligner(settings.path("aligner_dir"), self.dtype, self.device)
+                self.aligner = Qwen3ForcedAligner(settings.path("aligner_dir"), self.dtype, self.device,
+                                                  settings.attn_implementation)
             except BaseException:
                 self.lease.release()
                 raise
@@ -87,11 +92,22 @@ class TransformersQwen3Asr(TransformersModel, AsrEngine):
             return []
         audios = [_whole_frames(np.asarray(audio, dtype=np.float32)) for _, audio in items]
         order = sorted(range(len(items)), key=lambda i: (-len(audios[i]), i))
-        results = run_with_backoff(order, self.batch_size, lambda batch: self._generate([audios[i] for i in batch]),
-                                   f"{self.device} (bucket of chunks)")
+        asr = self.backoff("asr", f"{self.device} (bucket of chunks)")
+        results = asr.run(order, self.batch_size, lambda batch: self._generate([audios[i] for i in batch]))
+        # the aligner is a stage of its own: its out-of-memory halves its batches, not the recogniser's
+        aligned = [(n, text, language) for n, (text, language, *_) in zip(order, results)]
+        aligner = self.aligner
+        timings: list[list[tuple[str, float, float]]] = [[] for _ in aligned] if aligner is None else self.backoff(
+            "align", f"{self.device} (forced alignment)").run(aligned, self.batch_size, lambda batch: aligner.align(
+                [audios[n] for n, _, _ in batch], [text for _, text, _ in batch], [lang for *_, lang in batch]))
         out: list[list[Segment]] = [[] for _ in items]
-        for n, (text, language, logprob, timed) in zip(order, results):
+        for n, (text, language, logprob, cut), timed in zip(order, results, timings):
             chunk = items[n][0]
+            if cut:
+                self.budget_cut += 1
+                log.warning("recording %s, channel %d, %.3f-%.3f s: the text ran out of its token budget "
+                            "(max_tokens_per_second) and ends cut off", chunk.recording_id, chunk.channel,
+                            chunk.start, chunk.end)
             if text:
                 out[n] = [Segment(recording_id=chunk.recording_id, channel=chunk.channel, speaker=chunk.speaker,
                                   start=round(chunk.start, 3), end=round(chunk.end, 3), text=text,
@@ -100,20 +116,23 @@ class TransformersQwen3Asr(TransformersModel, AsrEngine):
         return out
 
     def _inputs(self, audios: list[np.ndarray]) -> Any:
-        """Prompts and features of one bucket, each chunk's features its own (``chunk_features``)."""
+        """Prompts and features of one bucket, the features as wide as its longest chunk (``bucket_padding``)."""
+        padding, frames = bucket_padding(self.processor.feature_extractor, audios)
         inputs = self.processor.apply_transcription_request(
             audio=audios, language=self.settings.language,
-            prompt=[self.context] * len(audios) if self.context else None,
+            prompt=[self.context] * len(audios) if self.context else None, processor_kwargs=padding,
         )
-        return chunk_features(self.processor.feature_extractor, audios, inputs).to(self.device, dtype=self.dtype)
+        return cut_features(inputs, frames).to(self.device, dtype=self.dtype)
 
-    def _generate(self, audios: list[np.ndarray]) -> list[tuple[str, str | None, float, list[tuple[str, float, float]]]]:
+    def _generate(self, audios: list[np.ndarray]) -> list[tuple[str, str | None, float, bool]]:
+        """Each chunk's text, language, mean log probability, and whether its token budget cut the text off."""
         inputs = self._inputs(audios)
         budgets = [self.max_new_tokens(len(a) / SAMPLE_RATE) for a in audios]
         chosen = ChosenLogprobs()
         with torch.inference_mode():
             sequences = self.model.generate(**inputs, do_sample=False, num_beams=1, max_new_tokens=max(budgets),
-                                            logits_processor=transformers.LogitsProcessorList([chosen])).cpu()
+                                            logits_processor=transformers.LogitsProcessorList([chosen]),
+                                            **self.cache_options()).cpu()
         prompt = inputs["input_ids"].shape[1]
         logprobs = chosen.per_row()
         results = []
@@ -121,40 +140,50 @@ class TransformersQwen3Asr(TransformersModel, AsrEngine):
             # each chunk keeps its own budget: greedy tokens do not depend on the longer budget of the bucket
             row = row[:budget]
             length = next((k for k, t in enumerate(row) if t in self.stop_ids), len(row))
-            raw = self.tokenizer.decode(row[:length], skip_special_tokens=False)
-            parsed = self.processor.parse_output(raw)
+            # as upstream decodes: special tokens go; "<asr_text>", which the language parsing needs, is no special one
+            parsed = self.processor.parse_output(self.tokenizer.decode(row[:length], skip_special_tokens=True))
             named = parsed["language"]
             language = self.codes.get(named.lower(), named.lower()) if named else self.settings.language
             scored = row_logprobs[: min(length + 1, len(row))]
             logprob = float(scored.mean()) if len(scored) else 0.0
-            results.append((parsed["transcription"].strip(), language, logprob))
-        if self.aligner is None:
-            return [(*r, []) for r in results]
-        timed = self.aligner.align(audios, [r[0] for r in results], [r[1] for r in results])
-        return [(*r, words) for r, words in zip(results, timed)]
+            results.append((parsed["transcription"].strip(), language, logprob, length == len(row)))
+        return results
 
 
-def chunk_features(extractor: Any, audios: list[np.ndarray], inputs: Any) -> Any:
-    """``inputs`` with every chunk's features computed alone and zero-padded on the mel axis.
+def bucket_padding(extractor: Any, audios: list[np.ndarray]) -> tuple[dict[str, Any], int]:
+    """The processor's audio padding for one bucket, and the mel frames of it that the audio encoder gets.
 
-    The processor extracts features of the whole bucket at once, and a short
-    chunk's last frames then depend on the longer chunks' samples padded after
-    it; computed alone, as for a bucket of one, a chunk's output does not depend
-    on what it was batched with.
+    The feature extractor's default pads every chunk to 30 s (3,000 frames), all of
+    them run through the encoder's convolutions. Here the bucket is padded to its
+    longest chunk in whole encoder windows (``2 * n_window`` frames) and one FFT
+    window more, so every chunk, the longest too, is followed by zeros as it is
+    alone: its frames do not depend on what it was batched with. The processor
+    extracts them once; ``cut_features`` drops the frames past the windows.
     """
-    singles = [extractor(a, sampling_rate=SAMPLE_RATE, return_attention_mask=True, return_tensors="pt")
-               for a in audios]
-    frames = max(s["input_features"].shape[-1] for s in singles)
-    features = torch.zeros(len(audios), extractor.feature_size, frames)
-    mask = torch.zeros(len(audios), frames, dtype=inputs["input_features_mask"].dtype)
-    for n, single in enumerate(singles):
-        width = single["input_features"].shape[-1]
-        features[n, :, :width] = single["input_features"][0]
-        mask[n, :width] = single["attention_mask"][0]
-    if not torch.equal(mask.sum(-1), inputs["input_features_mask"].sum(-1)):
-        raise RuntimeError("per-chunk feature lengths differ from the processor's; cannot batch these chunks")
-    inputs["input_features"], inputs["input_features_mask"] = features, mask
+    window = 2 * extractor.n_window
+    longest = max(max(len(a) for a in audios), extractor.min_length) // extractor.hop_length
+    frames = -(-longest // window) * window
+    samples = frames * extractor.hop_length + extractor.n_fft
+    return {"audio_kwargs": {"padding": "max_length", "max_length": samples}}, frames
+
+
+def cut_features(inputs: Any, frames: int) -> Any:
+    """``inputs`` with features and mask cut to ``frames`` (past every chunk's end: only padding goes)."""
+    for name in ("input_features", "input_features_mask"):
+        inputs[name] = inputs[name][..., :frames]
     return inputs
+
+
+class TimeSlots:
+    """The aligner's chosen time slots where ``decode_forced_alignment`` takes logits: it only reads their argmax."""
+
+    def __init__(self, slots: torch.Tensor) -> None:
+        self.slots = slots
+
+    def argmax(self, dim: int) -> torch.Tensor:
+        if dim != -1:
+            raise ValueError(f"time slots are chosen over the last axis, not {dim}")
+        return self.slots
 
 
 class Qwen3ForcedAligner:
@@ -166,12 +195,12 @@ class Qwen3ForcedAligner:
     word times, and the segment's own span stands for its words.
     """
 
-    def __init__(self, folder: Path, dtype: torch.dtype, device: str) -> None:
+    def __init__(self, folder: Path, dtype: torch.dtype, device: str, attn_implementation: str) -> None:
         config = check_model_dir(folder, "qwen3_asr")
         if "Qwen3ASRForTokenClassification" not in (config.get("architectures") or []):
             raise ModelError(f"aligner folder {folder}: config.json describes {config.get('architectures')}, "
                              "not a forced aligner (Qwen3ASRForTokenClassification)")
-        self.processor, model = pretrained(folder, "Qwen3ASRForTokenClassification", dtype)
+        self.processor, model = pretrained(folder, "Qwen3ASRForTokenClassification", dtype, attn_implementation)
         self.model = model.to(device).eval()
         self.device, self.dtype = device, dtype
         self.timestamp = int(self.model.config.timestamp_token_id)
@@ -192,12 +221,16 @@ class Qwen3ForcedAligner:
         if not todo:
             return out
         chosen = [audios[n] for n in todo]
+        padding, frames = bucket_padding(self.processor.feature_extractor, chosen)
         inputs, word_lists = self.processor.prepare_forced_aligner_inputs(
-            audio=chosen, transcript=[texts[n] for n in todo], language=[languages[n] for n in todo])
-        inputs = chunk_features(self.processor.feature_extractor, chosen, inputs)
+            audio=chosen, transcript=[texts[n] for n in todo], language=[languages[n] for n in todo],
+            processor_kwargs=padding)
+        inputs = cut_features(inputs, frames)
+        input_ids = inputs["input_ids"]  # kept on the CPU, where the decoding reads it
         with torch.inference_mode():
-            logits = self.model(**inputs.to(self.device, dtype=self.dtype)).logits.float().cpu()
-        timed = self.processor.decode_forced_alignment(logits, inputs["input_ids"].cpu(), word_lists,
+            # the slot each token is given, chosen where the logits are: (rows, tokens), not (rows, tokens, slots)
+            slots = self.model(**inputs.to(self.device, dtype=self.dtype)).logits.argmax(dim=-1).cpu()
+        timed = self.processor.decode_forced_alignment(TimeSlots(slots), input_ids, word_lists,
                                                        timestamp_token_id=self.timestamp)
         for n, words in zip(todo, timed):
             out[n] = [(w["text"], float(w["start_time"]), float(w["end_time"])) for w in words]

@@ -1,9 +1,11 @@
 """Whisper through transformers, and the loading both transformers engines share: fp32 on CPU, bf16/fp16 on
-GPU, sdpa attention, greedy batched generate.
+GPU, the configured attention (``attn_implementation``), greedy batched generate.
 
 Whisper (``WhisperForConditionalGeneration``) reads 30 s windows, so it shares
-the packing of the CTranslate2 engine: word times come from the model's
-cross-attention alignment (``return_token_timestamps``). Qwen3-ASR
+the packing of the CTranslate2 engine: word times come from the alignment
+heads' cross-attention, computed for a whole batch of windows in one decoder
+pass on the device (``_align``), and words of languages written without spaces
+are split per character, as faster-whisper does. Qwen3-ASR
 (``Qwen3ASRForConditionalGeneration``) has no fixed window: chunks are sorted by
 length and batched in buckets of similar length, each chunk's text keeps its
 chunk's times, and its words get theirs from Qwen3-ForcedAligner
@@ -52,6 +54,17 @@ def check_model_dir(model_dir: Path, family: str) -> dict[str, Any]:
     if not (model_dir / "config.json").is_file():
         raise ModelError(f"model folder {model_dir} lacks config.json")
     config = read_json(model_dir / "config.json")
+    if family == "qwen3_asr":  # Qwen's own release loads through its qwen-asr package, not through transformers
+        extractor = read_json(model_dir / "preprocessor_config.json") or read_json(
+            model_dir / "processor_config.json").get("feature_extractor", {})
+        kind = extractor.get("feature_extractor_type")
+        if "thinker_config" in config or kind not in (None, "Qwen3ASRFeatureExtractor"):
+            layout = ("config.json nests the model in thinker_config" if "thinker_config" in config
+                      else f"its feature extractor is {kind}, not Qwen3ASRFeatureExtractor")
+            raise ModelError(f"model folder {model_dir} holds an original Qwen3 release ({layout}), which "
+                             "transformers does not load: use the transformers-format checkpoint, the one named "
+                             "-hf (e.g. Qwen/Qwen3-ASR-1.7B-hf), or convert this one with transformers' "
+                             "convert_qwen3_asr_to_hf.py")
     if config.get("model_type") != MODEL_TYPES[family]:
         raise ModelError(f"model folder {model_dir}: config.json describes a {config.get('model_type')!r} model, "
                          f"but model_family is {family!r}")
@@ -100,7 +113,7 @@ def _has_chat_template(model_dir: Path) -> bool:
     return any("chat_template" in read_json(model_dir / name) for name in names)
 
 
-def pretrained(model_dir: Path, model_class: str, dtype: torch.dtype) -> tuple[Any, Any]:
+def pretrained(model_dir: Path, model_class: str, dtype: torch.dtype, attn_implementation: str) -> tuple[Any, Any]:
     """Processor and model from a checked local folder; any file that does not fit is an error naming it."""
     try:
         processor = transformers.AutoProcessor.from_pretrained(model_dir, local_files_only=True)
@@ -109,7 +122,8 @@ def pretrained(model_dir: Path, model_class: str, dtype: torch.dtype) -> tuple[A
                          f"loaded: {exc}") from exc
     try:
         model, info = getattr(transformers, model_class).from_pretrained(
-            model_dir, local_files_only=True, dtype=dtype, attn_implementation="sdpa", output_loading_info=True,
+            model_dir, local_files_only=True, dtype=dtype, attn_implementation=attn_implementation,
+            output_loading_info=True,
         )
     except (OSError, ValueError, RuntimeError) as exc:
         raise ModelError(f"model folder {model_dir}: the weights could not be loaded "
@@ -128,6 +142,14 @@ class Loaded:
         model_dir = settings.path("model_dir")
         self.config = check_model_dir(model_dir, settings.model_family)
         self.dtype = getattr(torch, compute_type(settings))
+        if settings.attn_implementation == "flash_attention_2":  # refused before a GPU is taken, with what to do
+            if settings.device != "cuda":
+                raise ModelError(f"attn_implementation flash_attention_2 runs on CUDA only, and device is "
+                                 f"{settings.device}: set attn_implementation: sdpa")
+            if not transformers.utils.is_flash_attn_2_available():
+                raise ModelError("attn_implementation flash_attention_2 needs the flash-attn package, which is not "
+                                 "installed here (pip install flash-attn --no-build-isolation): install it or set "
+                                 "attn_implementation: sdpa")
         if settings.device == "cpu" and settings.cpu_threads > 0:
             torch.set_num_threads(settings.cpu_threads)
         self.lease: DeviceLease = acquire_device(settings)
@@ -135,7 +157,7 @@ class Loaded:
             if self.lease.kind == "cuda" and self.lease.index >= torch.cuda.device_count():
                 raise RuntimeError(f"{self.lease.torch_device} is not visible to torch "
                                    f"({torch.cuda.device_count()} CUDA device(s)); check gpu_count")
-            self.processor, model = pretrained(model_dir, model_class, self.dtype)
+            self.processor, model = pretrained(model_dir, model_class, self.dtype, settings.attn_implementation)
             self.model = model.to(self.lease.torch_device).eval()
         except BaseException:
             self.lease.release()
@@ -191,6 +213,17 @@ class TransformersModel:
         self.processor = loaded.processor
         self.tokenizer = loaded.processor.tokenizer
 
+    def cache_options(self) -> dict[str, Any]:
+        """``generate``'s cache switches: a static cache (``generation_cache``) has fixed shapes, so generate
+        compiles its decoding step; that pays on CUDA only, and elsewhere costs a compile for every new shape."""
+        if self.settings.generation_cache == "dynamic":
+            return {}
+        return {"cache_implementation": "static", "disable_compile": not self.device.startswith("cuda")}
+
+
+# Languages written without spaces between words: each complete character is a word (faster-whisper's split).
+UNSPACED_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "my", "yue"})
+
 
 class TransformersWhisper(TransformersModel, WindowedWhisper):
     def __init__(self, settings: AsrSettings, hotwords: str | None = None) -> None:
@@ -209,14 +242,20 @@ class TransformersWhisper(TransformersModel, WindowedWhisper):
                                   f"{generation.decoder_start_token_id}")
         if getattr(generation, "alignment_heads", None) is None:
             raise loaded.mismatch("generation_config.json", "no alignment_heads (needed for word times)")
+        vocabulary = self.tokenizer.get_vocab()
+        no_speech = [vocabulary[token] for token in ("<|nospeech|>", "<|nocaptions|>") if token in vocabulary]
+        if not no_speech:
+            raise loaded.mismatch("tokenizer.json", "no <|nospeech|> token (needed for the no-speech probability)")
+        self.no_speech = no_speech[0]
+        self.alignment_heads = [(int(layer), int(head)) for layer, head in generation.alignment_heads]
         self.multilingual = bool(getattr(generation, "is_multilingual", False))
         self.eot = int(generation.eos_token_id if isinstance(generation.eos_token_id, int)
                        else generation.eos_token_id[0])
-        words = hotwords
-        self.prompt_ids = self.processor.get_prompt_ids(words, return_tensors="pt") if words else None
+        # kept as ids, not as a tensor: every tensor a decode hands the model is made on the model's device
+        self.prompt_tokens: list[int] = (
+            self.processor.get_prompt_ids(hotwords, return_tensors="np").tolist() if hotwords else [])
         # decoder positions left after <|startoftranscript|><|lang|><|transcribe|><|notimestamps|> and the hotwords
-        self.max_budget = self.model.config.max_target_positions - 4 - (
-            len(self.prompt_ids) if self.prompt_ids is not None else 0)
+        self.max_budget = self.model.config.max_target_positions - 4 - len(self.prompt_tokens)
         self.packing_stats = PackingStats()
         self._warm_up()
 
@@ -238,29 +277,33 @@ class TransformersWhisper(TransformersModel, WindowedWhisper):
     def _decode_batch(self, windows: list[Window], audios: Sequence[np.ndarray], language: str) -> list[Decoded]:
         features, attention_mask = self._features([window_audio(w, audios, SAMPLE_RATE) for w in windows])
         budgets = [min(self.max_budget, self.max_new_tokens(w.speech_seconds, language)) for w in windows]
+        prompt_ids = torch.tensor(self.prompt_tokens, device=self.device) if self.prompt_tokens else None
         chosen = ChosenLogprobs()
         with torch.inference_mode():
             encoded = self.model.get_encoder()(features)
-            sequences = self.model.generate(
+            generated = self.model.generate(
                 features, encoder_outputs=encoded, attention_mask=attention_mask, language=language,
                 task="transcribe", do_sample=False, num_beams=1, max_new_tokens=max(budgets),
-                prompt_ids=self.prompt_ids, logits_processor=transformers.LogitsProcessorList([chosen]),
+                prompt_ids=prompt_ids, logits_processor=transformers.LogitsProcessorList([chosen]),
             ).cpu()
         logprobs = chosen.per_row()
         prefix = self._decoder_prompt(language)
         offset = len(prefix)
-        decoded = []
-        for row, (window, budget) in enumerate(zip(windows, budgets)):
+        sequences, ended = [], []
+        for row, budget in enumerate(budgets):
             # generate returns the generated tokens only; each window keeps its own budget of them,
             # so its text does not depend on the windows batched with it
-            generated = sequences[row, sequences.shape[1] - logprobs.shape[1] :][:budget].tolist()
-            ended = self.eot in generated
-            sequence = torch.tensor(prefix + generated[: generated.index(self.eot) + 1 if ended else len(generated)])
-            times = self._token_times(encoded.last_hidden_state[row : row + 1], sequence, offset,
-                                      math.ceil(window.end * 100))
-            words = self._words(sequence, times, logprobs[row], offset)
-            exhausted = not ended and len(sequence) - offset >= budget
-            decoded.append(Decoded(words, 0.0, exhausted or looks_degenerate("".join(w.text for w in words))))
+            tokens = generated[row, generated.shape[1] - logprobs.shape[1] :][:budget].tolist()
+            ended.append(self.eot in tokens)
+            sequences.append(prefix + tokens[: tokens.index(self.eot) + 1 if ended[-1] else len(tokens)])
+        times, no_speech = self._align(encoded.last_hidden_state, sequences, offset,
+                                       [math.ceil(w.end * 100) for w in windows])
+        decoded = []
+        for row, sequence in enumerate(sequences):
+            words = self._words(sequence, times[row], logprobs[row], offset, language)
+            exhausted = not ended[row] and len(sequence) - offset >= budgets[row]
+            decoded.append(Decoded(words, no_speech[row],
+                                   exhausted or looks_degenerate("".join(w.text for w in words))))
         return decoded
 
     def _decoder_prompt(self, language: str) -> list[int]:
@@ -269,55 +312,104 @@ class TransformersWhisper(TransformersModel, WindowedWhisper):
         start = [ids("<|startoftranscript|>")]
         if self.multilingual:
             start += [ids(f"<|{language}|>"), ids("<|transcribe|>")]
-        hotword_ids = self.prompt_ids.tolist() if self.prompt_ids is not None else []
-        return [int(t) for t in hotword_ids] + start + [ids("<|notimestamps|>")]
+        return [*self.prompt_tokens, *start, ids("<|notimestamps|>")]
 
-    def _token_times(self, encoded: torch.Tensor, sequence: torch.Tensor, offset: int, frames: int) -> np.ndarray:
-        """End time of every token, by DTW over the alignment heads' cross-attention (Whisper's word timing).
+    def _align(self, encoded: torch.Tensor, sequences: list[list[int]], offset: int,
+               frames: list[int]) -> tuple[list[np.ndarray], list[float]]:
+        """Every window's token end times and its no-speech probability, from one decoder pass over the batch.
 
-        A teacher-forced decoder pass over the window's own tokens, in eager
-        attention (sdpa returns no attention weights), one window at a time: the
-        cross-attention of every layer is large, and a window's times must not
-        depend on the windows batched with it.
+        The pass is teacher-forced over the windows' own tokens and keeps the
+        model's attention implementation (sdpa gives no attention weights):
+        hooks take the queries of the alignment heads' layers, and only those
+        heads' cross-attention is computed, not every layer's, which is large.
+        Rows are padded at their end, where causal attention cannot reach back,
+        so a window's times do not depend on the windows batched with it. The
+        no-speech probability is Whisper's: that of <|nospeech|> at the step
+        after <|startoftranscript|>, the one that picks the language.
         """
-        times = np.zeros(len(sequence))
-        steps = len(sequence) - offset - 1  # the last token is never fed back while generating
+        length = max(len(s) for s in sequences)
+        ids = torch.tensor([s + [self.eot] * (length - len(s)) for s in sequences], device=self.device)
+        decoder = self.model.get_decoder()
+        queries: dict[int, torch.Tensor] = {}
+
+        def keep_query(layer: int) -> Any:
+            def hook(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+                queries[layer] = args[0] if args else kwargs["hidden_states"]
+            return hook
+
+        with torch.inference_mode():
+            hooks = [decoder.layers[layer].encoder_attn.register_forward_pre_hook(keep_query(layer), with_kwargs=True)
+                     for layer in sorted({layer for layer, _ in self.alignment_heads})]
+            try:
+                hidden = decoder(input_ids=ids, encoder_hidden_states=encoded, use_cache=False).last_hidden_state
+            finally:
+                for hook in hooks:
+                    hook.remove()
+            logits = self.model.get_output_embeddings()(hidden[:, len(self.prompt_tokens)])
+            no_speech = torch.softmax(logits.float(), dim=-1)[:, self.no_speech].tolist()
+            weights = self._alignment_weights(queries, encoded)
+            times = [self._token_times(weights[row], len(sequence), offset, frames[row])
+                     for row, sequence in enumerate(sequences)]
+        return times, no_speech
+
+    def _alignment_weights(self, queries: dict[int, torch.Tensor], encoded: torch.Tensor) -> torch.Tensor:
+        """(rows, heads, tokens, frames) cross-attention of the alignment heads, as eager attention weighs it."""
+        layers = self.model.get_decoder().layers
+        heads = []
+        for layer, head in self.alignment_heads:
+            attention = layers[layer].encoder_attn
+            part = slice(head * attention.head_dim, (head + 1) * attention.head_dim)
+            query = _project(attention.q_proj, queries[layer], part) * attention.scaling
+            key = _project(attention.k_proj, encoded, part)
+            heads.append(torch.softmax((query @ key.transpose(1, 2)).float(), dim=-1))
+        return torch.stack(heads, dim=1)
+
+    def _token_times(self, weights: torch.Tensor, length: int, offset: int, frames: int) -> np.ndarray:
+        """End time of each of a window's ``length`` tokens, by DTW over its (heads, tokens, frames) weights."""
+        times = np.zeros(length)
+        steps = length - offset - 1  # the last token is never fed back while generating
         if steps <= 0:
             return times
-        self.model.set_attn_implementation("eager")
-        try:
-            with torch.inference_mode():
-                cross = self.model(encoder_outputs=(encoded,), decoder_input_ids=sequence[None].to(self.device),
-                                   output_attentions=True).cross_attentions
-        finally:
-            self.model.set_attn_implementation("sdpa")
-        weights = torch.stack([cross[layer][0, head] for layer, head in self.model.generation_config.alignment_heads])
-        weights = weights[:, offset : offset + steps, : max(1, min(3000, frames) // 2)].float()
-        std, mean = torch.std_mean(weights, dim=-2, keepdim=True, unbiased=False)
-        smoothed = median_filter(((weights - mean) / std).cpu().numpy(), self.model.config.median_filter_width)
-        text_indices, time_indices = dynamic_time_warping(-smoothed.mean(0).astype(np.float64))
+        weights = weights[:, offset : offset + steps, : max(1, min(3000, frames) // 2)]
+        std, mean = torch.std_mean(weights, dim=-2, keepdim=True, correction=0)
+        cost = -median_filter((weights - mean) / std, self.model.config.median_filter_width).mean(dim=0)
+        text_indices, time_indices = dynamic_time_warping(cost.double().cpu().numpy())
         jumps = np.pad(np.diff(text_indices), (1, 0), constant_values=1).astype(bool)
         jump_times = time_indices[jumps] * 0.02
         times[offset : offset + len(jump_times)] = jump_times
         times[offset + len(jump_times) :] = jump_times[-1]
         return times
 
-    def _words(self, sequence: Any, times: Any, logprobs: Any, offset: int) -> list[Word]:
-        """Text tokens grouped into words (a word starts at a token with a leading space).
+    def _words(self, sequence: list[int], times: np.ndarray, logprobs: torch.Tensor, offset: int,
+               language: str) -> list[Word]:
+        """Text tokens grouped into words: a word starts at a token with a leading space or, in a language written
+        without spaces, after each complete character (one may take several tokens), as faster-whisper splits.
 
         Token i spans times[i-1] to times[i].
         """
+        unspaced = language in UNSPACED_LANGUAGES
         groups: list[list[int]] = []
         for position in range(offset, len(sequence)):
-            token = int(sequence[position])
+            token = sequence[position]
             if token >= self.eot:  # end of text, timestamps and other special tokens
                 continue
-            if not groups or self.tokenizer.convert_ids_to_tokens(token).startswith("Ġ"):
+            if not groups:
+                groups.append([])
+            elif unspaced:
+                if not self.tokenizer.decode([sequence[p] for p in groups[-1]]).endswith("\ufffd"):
+                    groups.append([])
+            elif self.tokenizer.convert_ids_to_tokens(token).startswith("Ġ"):
                 groups.append([])
             groups[-1].append(position)
         words = []
         for group in groups:
-            text = self.tokenizer.decode([int(sequence[p]) for p in group])
+            text = self.tokenizer.decode([sequence[p] for p in group])
             probability = float(np.exp(np.mean([float(logprobs[p - offset]) for p in group])))
             words.append(Word(text, float(times[group[0] - 1]), float(times[group[-1]]), probability))
         return words
+
+
+def _project(linear: torch.nn.Linear, states: torch.Tensor, part: slice) -> torch.Tensor:
+    """The output features ``part`` of a linear layer (one attention head's), without computing the others."""
+    bias = None if linear.bias is None else linear.bias[part]
+    return torch.nn.functional.linear(states, linear.weight[part], bias)
