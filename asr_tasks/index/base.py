@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-from asr_tasks.index.query import AgentDayCount, Filters, SearchPage
+from asr_tasks.index.query import AgentDayCount, CallsPage, Filters, SearchPage
 from asr_tasks.models import Quarantine, Recording, SearchHit, Segment, Transcript
 
 
@@ -53,7 +53,13 @@ class TranscriptIndex(ABC):
         after: str | None = None,
         open_tag: str = "<em>",
         close_tag: str = "</em>",
-    ) -> SearchPage: ...
+    ) -> SearchPage:
+        """One page of hits; a query with no word and a filter finds every segment the filters let through."""
+
+    @abstractmethod
+    def calls(self, query: str, filters: Filters = Filters(), size: int = 20, after: str | None = None) -> CallsPage:
+        """The calls with a matching segment (a blank query: every call the filters let through), by day, key
+        and id, each once; what a search by filters alone lists."""
 
     @abstractmethod
     def counts(self, query: str, filters: Filters = Filters()) -> list[AgentDayCount]: ...

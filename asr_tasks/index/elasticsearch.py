@@ -48,8 +48,10 @@ from asr_tasks.index.query import (
     HL_CLOSE,
     HL_OPEN,
     AgentDayCount,
+    CallsPage,
     Filters,
     SearchPage,
+    blank,
     decode_cursor,
     encode_cursor,
     restore_highlight,
@@ -368,9 +370,10 @@ class ElasticsearchIndex(TranscriptIndex):
         return out
 
     def _query(self, query: str, filters: Filters) -> dict[str, Any] | None:
+        """The query with its filters; a blank one with filters matches every segment they let through."""
         node = parse_query(query)
         if node is None:
-            return None
+            return {"bool": {"filter": self._filters(filters)}} if blank(query) and filters.narrows() else None
         return {"bool": {"must": [to_elasticsearch(node, TEXT_FIELDS)], "filter": self._filters(filters)}}
 
     def search_page(
@@ -420,6 +423,29 @@ class ElasticsearchIndex(TranscriptIndex):
             ))
         next_after = encode_cursor(hits[size - 1]["sort"]) if len(hits) > size and size > 0 else None
         return SearchPage(page, next_after)
+
+    def calls(self, query: str, filters: Filters = Filters(), size: int = 20, after: str | None = None) -> CallsPage:
+        """The matching calls by day, key and id (a composite aggregation), then their recording documents."""
+        es_query = self._query(query, filters)
+        if es_query is None:
+            return CallsPage([])
+        composite: dict[str, Any] = {"size": size + 1, "sources": [
+            {"day": {"date_histogram": {"field": "call_date", "calendar_interval": "1d", "format": "yyyy-MM-dd",
+                                        "missing_bucket": True}}},
+            {"key": {"terms": {"field": "key"}}}, {"call": {"terms": {"field": "recording_id"}}}]}
+        if after is not None:
+            composite["after"] = dict(zip(("day", "key", "call"), decode_cursor(after, 3)))
+        result = self._search("segments", query=es_query, size=0, track_total_hits=False,
+                              aggs={"calls": {"composite": composite}})
+        buckets = result.get("aggregations", {}).get("calls", {}).get("buckets", [])
+        page = buckets[:size]
+        ids = [b["key"]["call"] for b in page]
+        docs = {src["recording_id"]: _row(src) for src in self._scan("recordings", {"terms": {"recording_id": ids}},
+                                                                     [{"recording_id": "asc"}])} if ids else {}
+        calls = [{**docs[b["key"]["call"]], "hits": b["doc_count"]} for b in page if b["key"]["call"] in docs]
+        last = page[-1]["key"] if page else {}
+        more = len(buckets) > size and page
+        return CallsPage(calls, encode_cursor([last["day"], last["key"], last["call"]]) if more else None)
 
     def counts(self, query: str, filters: Filters = Filters()) -> list[AgentDayCount]:
         """Matching segments and recordings per agent and day (a composite aggregation, paged)."""

@@ -178,6 +178,11 @@ def parse(query: str) -> Node | None:
     return _Parser(query).parse()
 
 
+def blank(query: str) -> bool:
+    """No word at all (unlike an exclusion alone, which asks for something): the filters alone decide."""
+    return _WORD.search(query) is None
+
+
 def to_fts5(node: Node, words: Callable[[str], list[str]], nested: bool = False) -> str:
     """An FTS5 MATCH expression: every term a quoted phrase of ``words(term)``."""
     if isinstance(node, Term):
@@ -220,12 +225,24 @@ class Filters:
     min_customer_interruptions: int | None = None
     rule: str | None = None  # calls with a QA finding of this rule
 
+    def narrows(self) -> bool:
+        """Whether any filter is set: a blank query with one finds every segment the filters let through."""
+        return any(value is not None and value != "" for value in vars(self).values())
+
 
 @dataclass
 class SearchPage:
     """One page of hits; ``next_after`` fetches the next page, None on the last one."""
 
     hits: list[SearchHit]
+    next_after: str | None = None
+
+
+@dataclass
+class CallsPage:
+    """One page of the calls a search matches (their recording documents, each with its matching ``hits``)."""
+
+    calls: list[dict[str, Any]]
     next_after: str | None = None
 
 

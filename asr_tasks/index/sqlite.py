@@ -24,8 +24,10 @@ from asr_tasks.index.query import (
     HL_CLOSE,
     HL_OPEN,
     AgentDayCount,
+    CallsPage,
     Filters,
     SearchPage,
+    blank,
     decode_cursor,
     encode_cursor,
     restore_highlight,
@@ -100,6 +102,13 @@ ADDED_COLUMNS = {"size": "INTEGER", "quality": "TEXT", "quality_failures": "TEXT
 def index_text(text: str) -> str:
     """The text as FTS5 sees it: every CJK character a token of its own."""
     return _CJK_CHAR.sub(r" \1 ", text)
+
+
+def _recording_row(row: sqlite3.Row) -> dict[str, Any]:
+    """A recording's row as the view gives it, its analytics decoded."""
+    found = dict(row)
+    found["analytics"] = json.loads(found["analytics"]) if found.get("analytics") else None
+    return found
 
 
 def match_expression(query: str) -> str | None:
@@ -207,7 +216,8 @@ class SqliteIndex(TranscriptIndex):
         open_tag: str = "<em>",
         close_tag: str = "</em>",
     ) -> SearchPage:
-        """Hits by relevance (bm25, ties in index order); keyset-paged, so deep pages stay cheap.
+        """Hits by relevance (bm25, ties in index order; filters alone: index order); keyset-paged, so deep
+        pages stay cheap.
 
         The page is chosen on the FTS table alone (joined only for the filters in use); text,
         recording and highlight are then read for its rows only.
@@ -215,8 +225,9 @@ class SqliteIndex(TranscriptIndex):
         matched = self._matching(query, filters, joins=False)
         if matched is None:
             return SearchPage([])
-        sql, params = matched
-        page_sql = f"SELECT rowid, score FROM (SELECT segments_fts.rowid AS rowid, bm25(segments_fts) AS score {sql})"
+        sql, params, expression = matched
+        ranked = "segments_fts.rowid AS rowid, bm25(segments_fts)" if expression else "s.rowid AS rowid, 0.0"
+        page_sql = f"SELECT rowid, score FROM (SELECT {ranked} AS score {sql})"
         if after is not None:
             page_sql += " WHERE (score, rowid) > (?, ?)"
             params = [*params, *decode_cursor(after, 2)]
@@ -225,14 +236,7 @@ class SqliteIndex(TranscriptIndex):
             keys = db.execute(page_sql, [*params, size + 1]).fetchall()
             more = len(keys) > size
             keys = keys[:size]
-            rows = {row["rowid"]: row for row in db.execute(
-                "SELECT s.rowid AS rowid, s.*, r.key, r.call_date, r.agent_id, r.quality,"
-                f" highlight(segments_fts, 0, '{HL_OPEN}', '{HL_CLOSE}') AS hl"
-                " FROM segments_fts JOIN segments s ON s.rowid = segments_fts.rowid"
-                " JOIN recordings r ON r.recording_id = s.recording_id"
-                f" WHERE segments_fts MATCH ? AND segments_fts.rowid IN ({', '.join('?' * len(keys))})",
-                [params[0], *(k["rowid"] for k in keys)],
-            )} if keys else {}
+            rows = self._hit_rows(db, [k["rowid"] for k in keys], expression) if keys else {}
         hits = []
         for k in keys:
             row = rows[k["rowid"]]
@@ -253,12 +257,45 @@ class SqliteIndex(TranscriptIndex):
         cursor = encode_cursor([keys[-1]["score"], keys[-1]["rowid"]]) if more and keys else None
         return SearchPage(hits, cursor)
 
+    @staticmethod
+    def _hit_rows(db: sqlite3.Connection, rowids: list[int], expression: str | None) -> dict[int, sqlite3.Row]:
+        """A page's segments with their recording's fields and highlight (none without words), by rowid."""
+        if expression:
+            source = "segments_fts JOIN segments s ON s.rowid = segments_fts.rowid"
+            marks, where = f"highlight(segments_fts, 0, '{HL_OPEN}', '{HL_CLOSE}')", "segments_fts MATCH ? AND segments_fts"
+        else:
+            source, marks, where = "segments s", "s.text", "s"
+        return {row["rowid"]: row for row in db.execute(
+            f"SELECT s.rowid AS rowid, s.*, r.key, r.call_date, r.agent_id, r.quality, {marks} AS hl FROM {source}"
+            f" JOIN recordings r ON r.recording_id = s.recording_id WHERE {where}.rowid IN ({', '.join('?' * len(rowids))})",
+            [*([expression] if expression else []), *rowids],
+        )}
+
+    def calls(self, query: str, filters: Filters = Filters(), size: int = 20, after: str | None = None) -> CallsPage:
+        """The matching calls' recording rows by day, key and id (keyset-paged), each with its matching hits."""
+        matched = self._matching(query, filters)
+        if matched is None:
+            return CallsPage([])
+        sql, params, _ = matched
+        order = "coalesce(r.call_date, ''), r.key, r.recording_id"
+        page_sql = (f"SELECT r.*, m.hits FROM recordings r JOIN (SELECT s.recording_id AS rid, count(*) AS hits {sql}"
+                    " GROUP BY s.recording_id) m ON m.rid = r.recording_id")
+        if after is not None:
+            page_sql += f" WHERE ({order}) > (?, ?, ?)"
+            params = [*params, *decode_cursor(after, 3)]
+        with closing(self._connect()) as db:
+            rows = [_recording_row(r) for r in db.execute(f"{page_sql} ORDER BY {order} LIMIT ?", [*params, size + 1])]
+        more, rows = len(rows) > size, rows[:size]
+        last = rows[-1] if rows else {}
+        cursor = encode_cursor([last["call_date"] or "", last["key"], last["recording_id"]]) if more and rows else None
+        return CallsPage(rows, cursor)
+
     def counts(self, query: str, filters: Filters = Filters()) -> list[AgentDayCount]:
         """Matching segments and recordings per agent and day, for "who said it, and when"."""
         matched = self._matching(query, filters)
         if matched is None:
             return []
-        sql, params = matched
+        sql, params, _ = matched
         with closing(self._connect()) as db:
             rows = db.execute(
                 "SELECT r.agent_id, r.call_date, count(*) AS segments, count(DISTINCT s.recording_id) AS recordings"
@@ -271,23 +308,26 @@ class SqliteIndex(TranscriptIndex):
         matched = self._matching(query, filters)
         if matched is None:
             return {}
-        sql, params = matched
+        sql, params, _ = matched
         with closing(self._connect()) as db:
             rows = db.execute("SELECT f.rule_id, count(DISTINCT f.recording_id) AS recordings FROM findings f"
                               f" WHERE f.recording_id IN (SELECT s.recording_id {sql}) GROUP BY f.rule_id"
                               " ORDER BY f.rule_id", params).fetchall()
         return {r["rule_id"]: r["recordings"] for r in rows}
 
-    def _matching(self, query: str, filters: Filters, joins: bool = True) -> tuple[str, list[Any]] | None:
-        """FROM/WHERE of the segments matching the query and filters (the MATCH parameter first).
+    def _matching(self, query: str, filters: Filters,
+                  joins: bool = True) -> tuple[str, list[Any], str | None] | None:
+        """FROM/WHERE of the segments matching the query and filters, its parameters (the MATCH expression
+        first), and that expression: None for a blank query with filters, which matches every segment they let
+        through (no full-text table then).
 
         ``joins=False`` joins segments (s) and recordings (r) only as far as the filters need them.
         """
         expression = match_expression(query)
-        if expression is None:
+        if expression is None and not (blank(query) and filters.narrows()):
             return None
-        where = ["segments_fts MATCH ?"]
-        params: list[Any] = [expression]
+        where = ["segments_fts MATCH ?"] if expression else []
+        params: list[Any] = [expression] if expression else []
         for clause, value in (("r.call_date >= ?", filters.date_from), ("r.call_date <= ?", filters.date_to),
                               ("r.agent_id = ?", filters.agent), ("s.speaker = ?", filters.speaker),
                               ("r.quality = ?", filters.quality),
@@ -299,22 +339,21 @@ class SqliteIndex(TranscriptIndex):
             if value is not None and value != "":
                 where.append(clause)
                 params.append(value)
+        if expression is None:
+            return (f"FROM segments s JOIN recordings r ON r.recording_id = s.recording_id WHERE {' AND '.join(where)}",
+                    params, None)
         tables = "FROM segments_fts"
         if joins or len(where) > 1:
             tables += " JOIN segments s ON s.rowid = segments_fts.rowid"
         if joins or any(clause.startswith("r.") for clause in where):
             tables += " JOIN recordings r ON r.recording_id = s.recording_id"
-        return f"{tables} WHERE {' AND '.join(where)}", params
+        return f"{tables} WHERE {' AND '.join(where)}", params, expression
 
     def recording(self, recording_id: str) -> dict[str, Any] | None:
         """One recording's row (bucket, key, call date, state, ...), e.g. to play its audio."""
         with closing(self._connect()) as db:
             row = db.execute("SELECT * FROM recordings WHERE recording_id = ?", (recording_id,)).fetchone()
-        if row is None:
-            return None
-        found = dict(row)
-        found["analytics"] = json.loads(found["analytics"]) if found.get("analytics") else None
-        return found
+        return None if row is None else _recording_row(row)
 
     def delete_recording(self, bucket: str, key: str) -> int:
         with self._write() as db:
