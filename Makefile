@@ -22,27 +22,26 @@ export PYTHONWARNINGS := ignore
 
 demo: setup airflow-init
 	@echo "== writing the demo corpus for $(DEMO_DATE)"
-	$(BIN)/asr demo-corpus --date $(DEMO_DATE)
+	@$(BIN)/asr demo-corpus --date $(DEMO_DATE)
 	@echo "== running the transcribe_daily DAG for $(DEMO_DATE) (log: var/demo-dag.log)"
 	@$(BIN)/airflow dags test transcribe_daily $(DEMO_DATE) > var/demo-dag.log 2>&1 \
 	  || { tail -n 60 var/demo-dag.log; exit 1; }
-	@grep -E "state=|DagRun Finished|quarantined" var/demo-dag.log | tail -n 12 || true
 	@echo "== status"
-	$(BIN)/asr status --date $(DEMO_DATE)
+	@$(BIN)/asr status --date $(DEMO_DATE)
 	@echo "== search: ask not what your country"
-	$(BIN)/asr search "ask not what your country"
+	@$(BIN)/asr search "ask not what your country"
 	@echo "== search: guarantee"
-	$(BIN)/asr search "guarantee"
+	@$(BIN)/asr search "guarantee"
 	@echo "== search: policy number (agent AG-1002 only)"
-	$(BIN)/asr search "policy number" --agent AG-1002
+	@$(BIN)/asr search "policy number" --agent AG-1002
 	@echo "== QA audit of $(DEMO_DATE) (the qa_audit_nightly DAG)"
 	@$(BIN)/airflow dags test qa_audit_nightly $(DEMO_DATE) > var/demo-audit.log 2>&1 \
 	  || { tail -n 60 var/demo-audit.log; exit 1; }
-	$(BIN)/asr audit --date $(DEMO_DATE)
+	@$(BIN)/asr audit --date $(DEMO_DATE)
 	@echo "== the call page of the stereo call (start the page with: $(BIN)/asr ui)"
-	$(BIN)/asr search "minimum deposit" --limit 1 --urls
+	@$(BIN)/asr search "minimum deposit" --limit 1 --urls
 	@echo "== progress of $(DEMO_DATE)"
-	$(BIN)/asr progress --from $(DEMO_DATE) --to $(DEMO_DATE) --by day
+	@$(BIN)/asr progress --from $(DEMO_DATE) --to $(DEMO_DATE) --by day
 
 test: setup test-setup
 	$(BIN)/python -m pytest

@@ -444,7 +444,8 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, env: dict[s
     unknown_env = sorted(k for k in env if k.startswith(ENV_PREFIX) and k != "ASR_CONFIG"
                          and k.removeprefix(ENV_PREFIX).lower() not in SECTION_OF)
     if unknown_env:  # warned, not refused: deployment files also keep their own ASR_* variables
-        log.warning("environment: %s name no setting (ASR_<KEY> with a key of `asr config`)", ", ".join(unknown_env))
+        log.warning("environment: %s %s (ASR_<KEY> takes a key that `asr config` lists)", ", ".join(unknown_env),
+                    "is not a setting" if len(unknown_env) == 1 else "are not settings")
     values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
     sources: dict[str, str] = {}
     for key, section in SECTION_OF.items():

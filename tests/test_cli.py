@@ -1,4 +1,4 @@
-"""The ``asr`` command as a user runs it: settings, spot-check transcription, bad input."""
+"""The ``asr`` command as a user runs it: settings, spot-check transcription, the audit, tables, bad input."""
 
 from __future__ import annotations
 
@@ -8,15 +8,141 @@ import subprocess
 import sys
 from pathlib import Path
 
-from asr_tasks.config import PROJECT_ROOT
+import pytest
+from rich.cells import cell_len
+
+from asr_tasks.cli.main import build_parser
+from asr_tasks.cli.options import commands
+from asr_tasks.config import PROJECT_ROOT, Settings
 
 ASR = str(Path(sys.executable).parent / "asr")
+COMMANDS = sorted(commands(build_parser()))
+# Bad input of each command beyond an unknown option, which every command is given; a command missing here is
+# still run with that.
+BAD: dict[str, list[list[str]]] = {
+    "config": [["--get", "no_such_setting"]],
+    "install-model": [["--to"]],
+    "demo-corpus": [["--date", "2026-13-01"], ["--date", "yesterday"]],
+    "transcribe": [[]],
+    "search": [["x", "--date-from", "2026-13-01"], ["x", "--date-to", "yesterday"], ["--", "-risk"],
+               ["x", "--limit", "0"], ["x", "--limit", "-1"], ["x", "--limit", "100000"], ["x", "--speaker", "boss"],
+               ["x", "--date-from", "2026-11-02", "--date-to", "2026-11-01"], ["x", "--export", "hits.xml"],
+               ["x", "--min-non-talk-share", "nan"], ["x", "--min-agent-interruptions", "many"],
+               ["(" * 17 + "x" + ")" * 17], ["x" * 1001]],
+    "ui": [["--port", "99999"], ["--port", "http"]],
+    "audit": [["--date", "bad"], ["--date", "2026-02-30"], ["--date", "2026-11-27", "--rules", "include/qa_rules"]],
+    "reindex": [["--date", "2026-11-02", "--to", "2026-11-01"], ["--date", "yesterday"]],
+    "status": [["--date", "2026-02-30"]],
+    "erase": [["--before", "2026-13-01", "--reason", "customer-request"], ["--key", "k", "--reason", "because"]],
+    "hold": [["--from", "2026-11-02", "--to", "2026-11-01", "--why", "case"], ["--from", "1.1.2026", "--why", "x"]],
+    "release": [["one", "--why", "done"]],
+    "retention": [["--date", "tomorrow"]],
+    "access-log": [["--since", "2026-11-02", "--until", "2026-11-01"], ["--until", "2026-11-31"]],
+    "progress": [["--from", "2026-11-02", "--to", "2026-11-01"], ["--every", "0"], ["--by", "week"],
+                 ["--from", "0001-01-01"]],
+    "backfill": [["--from", "2026-13-01", "--to", "2026-12-31"], ["--from", "2026-11-02", "--to", "2026-11-01"],
+                 ["--from", "2026-11-01", "--to", "2026-11-02", "--max-active-runs", "0"]],
+}
 
 
 def asr(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("ASR_")}
     full.update(env or {})
     return subprocess.run([ASR, *args], env=full, capture_output=True, text=True, timeout=300, cwd=PROJECT_ROOT)
+
+
+def stores_in(settings: Settings) -> dict[str, str]:
+    """The ledger, the index and the store of these settings, for a child process."""
+    return {"ASR_LEDGER_URL": settings.ledger.ledger_url, "ASR_INDEX_PATH": str(settings.index.path("index_path")),
+            "ASR_STORE_ROOT": str(settings.storage.path("store_root"))}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_refuses_bad_input_in_one_line(command: str, tmp_path: Path) -> None:
+    """Exit status 2 and one line naming the command and what was wrong, before anything is opened or written."""
+    env = {"ASR_LEDGER_URL": f"sqlite:///{tmp_path / 'ledger.sqlite'}", "ASR_INDEX_PATH": str(tmp_path / "index"),
+           "ASR_STORE_ROOT": str(tmp_path / "store"), "ASR_MODEL_DIR": str(tmp_path / "model")}
+    for args in [["--no-such-option"], *BAD.get(command, [])]:
+        proc = asr(command, *args, env=env)
+        assert (proc.returncode, proc.stdout) == (2, ""), (args, proc.stdout, proc.stderr)
+        [line] = proc.stderr.splitlines()
+        assert line.startswith(f"asr {command}: ") and "Traceback" not in line, (args, line)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_bad_inputs_are_of_real_commands() -> None:
+    assert set(BAD) <= set(COMMANDS)
+
+
+def test_help_is_the_asr_command_s_and_a_refusal_names_the_subcommand() -> None:
+    shown = asr("--help").stdout
+    assert shown.startswith("usage: asr ") and "cli/" not in shown and "asr_tasks" not in shown
+    unknown = asr("search", "x", "--bogus")
+    assert unknown.returncode == 2
+    assert unknown.stderr == "asr search: unrecognized arguments: --bogus (asr search --help lists its options)\n"
+
+
+def test_config_get_prints_an_unset_value_as_nothing_or_as_json_null() -> None:
+    assert asr("config", "--get", "language").stdout == "\n"
+    assert asr("config", "--get", "language", "--json").stdout == "null\n"
+    assert asr("config", "--get", "gpu_pool", "--json").stdout == '"gpu"\n'
+    assert asr("config", "--get", "loudness_normalize").stdout == "true\n"  # as `asr config` spells it
+    warned = asr("config", "--get", "gpu_pool", env={"ASR_NO_SUCH_KNOB": "1"})
+    assert warned.stdout == "gpu\n" and "ASR_NO_SUCH_KNOB is not a setting" in warned.stderr
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
+    """``asr config --json | head -1``: the pipe closes before the command writes; no traceback follows."""
+    proc = subprocess.Popen([ASR, "config", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=PROJECT_ROOT)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    said = proc.stderr.read()
+    assert proc.wait(timeout=60) == 1 and said == ""
+
+
+def test_audit_shows_the_stored_report_and_reruns_only_when_asked(settings: Settings) -> None:
+    from test_audit import DAY, _record_day
+
+    index = _record_day(settings)
+    env = stores_in(settings)
+    none = asr("audit", "--date", DAY, env=env)
+    assert none.returncode == 1 and none.stderr.startswith(f"asr audit: no report is stored for {DAY}")
+    assert index.findings(DAY) == []  # reading audits nothing
+    again = asr("audit", "--date", DAY, "--rerun", env=env)
+    assert again.returncode == 0, again.stderr
+    stored = asr("audit", "--date", DAY, env=env)
+    assert stored.returncode == 0 and stored.stdout.splitlines()[:-1] == again.stdout.splitlines()[:-1]
+    assert stored.stdout.splitlines()[-1] == f"the report: asr-artefacts/reports/qa/{DAY}/qa-audit.html"
+    lines = stored.stdout.splitlines()
+    rows = lines[lines.index(next(line for line in lines if line.startswith("SEVERITY"))):-1]
+    assert len(rows) == 1 + len(index.findings(DAY))
+    link_at = {cell_len(row[:row.index("CALL PAGE" if n == 0 else "http")]) for n, row in enumerate(rows)}
+    assert len(link_at) == 1  # the columns stay put, Chinese text in a row before them included
+    assert all("http://localhost:8091/call/" in row and "?t=" in row for row in rows[1:])
+    [disclosure] = [row for row in rows if "recording-disclosure" in row]
+    assert "0:00.0-0:15.0  not said in the first 15 s  http" in disclosure
+    data = json.loads(asr("audit", "--date", DAY, "--json", env=env).stdout)
+    assert data["summary"]["findings"] == len(rows) - 1
+
+
+def test_progress_keeps_its_columns_when_piped(settings: Settings) -> None:
+    from asr_tasks.models import Recording, recording_id_for
+    from asr_tasks.records.ledger import open_ledger
+
+    ledger = open_ledger(settings.ledger)
+    keys = [f"calls/2026/11/27/a-long-name-for-a-recording-{n}.wav" for n in range(4)]
+    recs = [Recording(recording_id_for("recordings", k, "e"), "recordings", k, "e", 1, k, "2026-11-27") for k in keys]
+    ledger.sensed(recs, "m", "2")
+    ledger.advance(recs[0].recording_id, "preprocessed", audio_seconds=144.0)  # 0.04 audio hours
+    ledger.advance(recs[0].recording_id, "indexed")
+    ledger.advance(recs[1].recording_id, "quarantined", reason="not a decodable media file: " + "x" * 80)
+    ledger.advance(recs[2].recording_id, "preprocessed", audio_seconds=144.0)
+    shown = asr("progress", "--from", "2026-11-27", "--to", "2026-11-27", "--by", "day", env=stores_in(settings))
+    assert shown.returncode == 0, shown.stderr
+    assert "…" not in shown.stdout and "x" * 80 in shown.stdout and keys[1] in shown.stdout
+    [row] = [line for line in shown.stdout.splitlines() if line.startswith("│ 2026-11-27")]
+    assert "indexed 1, preprocessed 1, quarantined 1, sensed 1" in row and "0.04" in row
 
 
 def test_config_shows_effective_settings_with_env_overrides() -> None:
@@ -42,6 +168,7 @@ def test_transcribe_reports_bad_files_and_goes_on(tmp_path: Path, jfk: Path, mod
     assert "ask not what your country can do for you" in text
     assert all({"speaker", "start", "end", "text"} <= set(s) for s in result["segments"])
     assert result["quality"] is None  # the gate runs only when asked for
+    assert result["state"] == "transcribed"  # a spot check indexes nothing
 
 
 def test_transcribe_packs_the_files_together_and_gates_them_when_asked(tmp_path: Path, jfk: Path,
@@ -53,6 +180,7 @@ def test_transcribe_packs_the_files_together_and_gates_them_when_asked(tmp_path:
     results = json.loads(proc.stdout)
     assert [r["file"] for r in results] == [str(jfk), str(copy)]  # in the order given
     assert [r["quality"] for r in results] == ["pass", "pass"]
+    assert [r["state"] for r in results] == ["transcribed", "transcribed"]  # checked, and indexed nowhere
     texts = [" ".join(s["text"] for s in r["segments"]).lower() for r in results]
     assert all("ask not what your country can do for you" in t for t in texts)
     assert all(0 <= s["start"] < s["end"] <= 11.1 for r in results for s in r["segments"])  # each on its own clock
@@ -119,6 +247,7 @@ def test_transcribe_shows_a_progress_bar_on_a_terminal_and_none_for_scripts(jfk:
 
 def test_backfill_refuses_dates_that_are_not_a_range_before_asking_airflow() -> None:
     backwards = asr("backfill", "--from", "2026-11-02", "--to", "2026-11-01")
-    assert backwards.returncode == 2 and "--from 2026-11-02 is after --to 2026-11-01" in backwards.stderr
+    assert backwards.returncode == 2 and backwards.stderr == "asr backfill: --from 2026-11-02 is after --to 2026-11-01\n"
     nonsense = asr("backfill", "--from", "2026-13-01", "--to", "2026-12-31")
-    assert nonsense.returncode == 2 and "'2026-13-01' is not a date (YYYY-MM-DD)" in nonsense.stderr
+    assert nonsense.returncode == 2
+    assert nonsense.stderr == "asr backfill: --from '2026-13-01': not a calendar date (YYYY-MM-DD)\n"

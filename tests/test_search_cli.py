@@ -77,8 +77,22 @@ def test_counts_per_agent_and_day(env: dict[str, str]) -> None:
 def test_bad_cursor_and_nothing_found(env: dict[str, str]) -> None:
     bad = asr(env, "收益", "--after", "not-a-cursor")
     assert bad.returncode == 2 and "invalid page cursor 'not-a-cursor'" in bad.stderr
-    none = asr(env, "--", "-收益")  # "--" lets a query start with "-"
-    assert none.returncode == 0 and none.stdout.strip() == "no hits for '-收益'"
+    none = asr(env, "稳赚不赔 -您")
+    assert none.returncode == 0 and none.stdout.strip() == "no hits for '稳赚不赔 -您'"
+    excluded = asr(env, "--", "-收益")  # "--" lets a query start with "-"
+    assert excluded.returncode == 2 and excluded.stdout == ""
+    assert excluded.stderr == ("asr search: query '-收益': only excludes, and exclusions alone find nothing: "
+                               "add a word to look for ('premium -risk')\n")
+
+
+def test_an_index_never_written_is_nothing_indexed_yet_and_stays_unwritten(env: dict[str, str],
+                                                                            tmp_path: Path) -> None:
+    missing = tmp_path / "never" / "index.sqlite"
+    for args in (["收益"], ["收益", "--counts"], ["收益", "--json"]):
+        proc = asr({**env, "ASR_INDEX_PATH": str(missing)}, *args)
+        assert (proc.returncode, proc.stdout) == (1, "")
+        assert proc.stderr == f"asr search: nothing is indexed yet (no index at {missing})\n"
+    assert not missing.parent.exists()
 
 
 def test_elasticsearch_trouble_is_reported_not_raised(env: dict[str, str]) -> None:

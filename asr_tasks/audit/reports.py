@@ -1,7 +1,7 @@
 """A day's audit run: the rules over its gated transcripts, the findings into the index, the report into storage.
 
 The report (HTML, CSV, JSON) links every finding to its second on the call page
-and lists who opened which call that day.
+and lists who opened which call that day; ``stored_audit`` reads its JSON back.
 """
 
 from __future__ import annotations
@@ -86,3 +86,13 @@ def run_audit(call_date: str, rules: list[Rule], index: TranscriptIndex, store: 
         {"summary": result.summary(), "findings": [f.to_dict() for f in result.findings], "opened": opened},
         ensure_ascii=False, indent=1).encode())
     return result
+
+
+def stored_audit(call_date: str, store: ObjectStore, settings: Settings) -> AuditResult | None:
+    """The day's audit as its last run stored it (the nightly DAG's, or a rerun's); None if none is stored."""
+    bucket, key = settings.storage.artefacts_bucket, DayReports(call_date).audit("json")
+    if not store.exists(bucket, key):
+        return None
+    report = json.loads(store.get_bytes(bucket, key))
+    return AuditResult(call_date, int(report["summary"]["recordings"]),
+                       [Finding.from_dict(f) for f in report["findings"]])

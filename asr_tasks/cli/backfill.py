@@ -13,12 +13,15 @@ import argparse
 import json
 import subprocess
 import sys
-from datetime import date
+from functools import partial
 from typing import Any
 
 from asr_tasks.cli import airflow_shell
+from asr_tasks.cli.options import Checked
+from asr_tasks.inputs import calendar_day, day_range, within
 
 DAG_ID = "transcribe_daily"
+MAX_ACTIVE_RUNS = 1000
 
 
 def _said(proc: subprocess.CompletedProcess[str]) -> str:
@@ -33,17 +36,8 @@ def _details(stdout: str) -> dict[str, Any]:
     return dict(table[0])
 
 
-def _day(text: str) -> str:
-    try:
-        return date.fromisoformat(text).isoformat()
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
-
-
 def cmd_backfill(args: argparse.Namespace) -> int:
-    if args.date_from > args.date_to:
-        print(f"asr: --from {args.date_from} is after --to {args.date_to}", file=sys.stderr)
-        return 2
+    day_range(args.date_from, args.date_to, "--from", "--to")
     details = airflow_shell.run("dags", "details", DAG_ID, "-o", "json")
     if details.returncode != 0:
         print(f"asr: Airflow does not know {DAG_ID} (has the DAG processor parsed dags/ yet?): {_said(details)}",
@@ -77,9 +71,12 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 def add_commands(sub: Any) -> None:
     p = sub.add_parser("backfill", help=f"start a backfill of {DAG_ID} (refuses a paused DAG unless --unpause)")
-    p.add_argument("--from", dest="date_from", type=_day, required=True, help="YYYY-MM-DD, the first day")
-    p.add_argument("--to", dest="date_to", type=_day, required=True, help="YYYY-MM-DD, the last day")
-    p.add_argument("--max-active-runs", type=int, default=8, help="days in flight at once (default 8)")
+    p.add_argument("--from", dest="date_from", action=Checked, check=calendar_day, required=True,
+                   help="YYYY-MM-DD, the first day")
+    p.add_argument("--to", dest="date_to", action=Checked, check=calendar_day, required=True,
+                   help="YYYY-MM-DD, the last day")
+    p.add_argument("--max-active-runs", type=int, default=8, action=Checked,
+                   check=partial(within, least=1, most=MAX_ACTIVE_RUNS), help="days in flight at once (default 8)")
     p.add_argument("--backwards", action="store_true", help="newest day first")
     p.add_argument("--reprocess", choices=["none", "failed", "completed"], default="none",
                    help="days that already have a run: skip them (none), redo failed ones, or redo all")

@@ -1,5 +1,5 @@
-"""The asr command: settings, spot-check transcription, search, audit and status; records management, progress
-and backfills add their own subcommands (cli/records.py, cli/progress.py, cli/backfill.py)."""
+"""The asr command: settings, spot-check transcription, search and status; the audit, records management, progress
+and backfills add their own subcommands (cli/audit.py, cli/records.py, cli/progress.py, cli/backfill.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ import argparse
 import dataclasses
 import json
 import logging
+import os
 import re
 import sys
 import tempfile
 import time
 from datetime import date, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 from urllib.parse import urlencode
@@ -19,11 +21,18 @@ from urllib.parse import urlencode
 import yaml
 from rich.console import Console
 
-from asr_tasks.cli import airflow_shell, backfill, progress, records
-from asr_tasks.cli.console import print_json
+from asr_tasks.cli import airflow_shell, audit, backfill, progress, records
+from asr_tasks.cli.console import print_json, table
+from asr_tasks.cli.options import Checked, Parser, commands, option
 from asr_tasks.config import ConfigError, get_settings
-from asr_tasks.states import GateOutcome
+from asr_tasks.index.query import Filters, check_query, checked_filters
+from asr_tasks.inputs import DEFAULT_PAGE_SIZE, InputError, calendar_day, day_range, page_size, speaker_names, within
+from asr_tasks.states import GateOutcome, RecordingState
 from asr_tasks.transcription.engine import ModelError
+
+DESCRIPTION = ("Offline call transcription: the settings, a spot check of local files, search, the QA audit, the "
+               "ledger's status and progress, backfills, and records management (erasure, legal holds, the access "
+               "log). `asr COMMAND --help` shows a command's options.")
 
 SECRET_WORDS = ("password", "secret", "api_key", "token")
 
@@ -49,6 +58,16 @@ def shown_value(key: str, value: Any) -> Any:
     return masked_url(value)
 
 
+def one_value(value: Any, as_json: bool) -> str:
+    """A setting for a script: text as it is and unset as nothing, other values as JSON spells them (``true``,
+    ``20.0``); with ``--json`` every value as JSON (``null``, ``"gpu"``)."""
+    if as_json:
+        return json.dumps(value, ensure_ascii=False)
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     from asr_tasks.config import SECTION_OF
 
@@ -56,11 +75,9 @@ def cmd_config(args: argparse.Namespace) -> int:
     if args.get:
         key = args.get.rsplit(".", 1)[-1]
         if key not in SECTION_OF:
-            print(f"asr: no setting named {args.get!r}", file=sys.stderr)
-            return 2
+            raise InputError(f"--get {args.get!r}: no such setting (asr config lists them)")
         value = settings[SECTION_OF[key]][key]
-        value = value if args.reveal else shown_value(key, value)
-        print(json.dumps(value) if isinstance(value, (dict, list)) else value)
+        print(one_value(value if args.reveal else shown_value(key, value), args.json))
         return 0
     shown = {section: {k: shown_value(k, v) for k, v in values.items()} for section, values in settings.items()}
     if args.json:
@@ -150,7 +167,7 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         segs = [{"speaker": s.speaker, "channel": s.channel, "start": s.start, "end": s.end, "text": s.text}
                 for s in transcript.segments]
         results.append({"file": name, "duration": transcript.duration, "language": transcript.language,
-                        "state": transcript.state, "quality": transcript.quality,
+                        "state": spot_checked(transcript.state), "quality": transcript.quality,
                         "quality_failures": transcript.quality_failures, "segments": segs})
         if not args.json:
             print(f"== {name} ({transcript.duration:.1f} s, {transcript.language or '?'})")
@@ -159,6 +176,11 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
     if args.json:
         print_json(results)
     return 1 if failed else 0
+
+
+def spot_checked(state: str) -> str:
+    """What a spot check did to a file: transcribed it (and, with ``--gate``, perhaps flagged it), never indexed."""
+    return RecordingState.TRANSCRIBED if state == RecordingState.INDEXED else state
 
 
 def cmd_pools(args: argparse.Namespace) -> int:
@@ -189,37 +211,70 @@ def _format_highlight(text: str, tty: bool) -> str:
     return text.replace("<em>", on).replace("</em>", off)
 
 
-def _table(header: Sequence[str], rows: list[list[str]]) -> str:
-    """Left-aligned columns; the last one is not padded, so long text wraps naturally."""
-    widths = [max(len(str(r[i])) for r in [list(header), *rows]) for i in range(len(header) - 1)]
-    lines = []
-    for row in [list(header), *rows]:
-        cells = [str(c).ljust(w) for c, w in zip(row, widths)]
-        lines.append("  ".join([*cells, str(row[-1])]).rstrip())
-    return "\n".join(lines)
+def search_filters(args: argparse.Namespace) -> Filters:
+    """The search's filters from its options, checked by the function that checks the API's parameters."""
+    filters = Filters(args.date_from, args.date_to, args.agent, args.speaker, args.quality,
+                      args.min_non_talk_share, args.min_agent_interruptions, args.min_customer_interruptions)
+    return checked_filters(filters, speaker_names(get_settings().audio), option)
+
+
+def nothing_indexed() -> str | None:
+    """Why there is nothing to search, when the embedded index was never written (opening it would create it)."""
+    index = get_settings().index
+    if index.index_backend == "sqlite" and not index.path("index_path").exists():
+        return f"nothing is indexed yet (no index at {index.path('index_path')})"
+    return None
+
+
+def print_counts(query: str, counts: list[Any], as_json: bool) -> None:
+    if as_json:
+        print_json([c.to_dict() for c in counts])
+    elif counts:
+        print(table(["AGENT", "DAY", "SEGMENTS", "CALLS"],
+                    [[c.agent_id or "-", c.call_date or "-", str(c.segments), str(c.recordings)] for c in counts]))
+    else:
+        print(f"no hits for {query!r}")
+
+
+def print_hits(args: argparse.Namespace, page: Any) -> None:
+    """The page of hits as a table (or JSON), each hit's call page with ``--urls``, and how to get the next page."""
+    from asr_tasks.index.query import clock
+
+    if args.json:
+        print_json([h.to_dict() for h in page.hits])
+        if page.next_after:
+            print(f"next page: --after {page.next_after}", file=sys.stderr)
+        return
+    if not page.hits:
+        print(f"no hits for {args.query!r}")
+        return
+    tty = sys.stdout.isatty()
+    rows = [[h.call_date or "-", h.agent_id or "-", h.speaker, f"{clock(h.start)}-{clock(h.end)}", h.key,
+             "review" if h.quality == GateOutcome.FLAGGED else "", _format_highlight(h.highlight, tty)] for h in page.hits]
+    print(table(["DATE", "AGENT", "SPEAKER", "TIME", "RECORDING", "QUALITY", "TEXT"], rows))
+    if args.urls:  # the call page of each hit, opened at its second with the search's words marked
+        base = get_settings().web.search_url.rstrip("/")
+        for h in page.hits:
+            print(f"{base}/call/{h.recording_id}?{urlencode({'q': args.query, 't': f'{h.start:.1f}'})}")
+    if page.next_after:
+        print(f"more hits: add --after {page.next_after}")
 
 
 def cmd_search(args: argparse.Namespace) -> int:
     from asr_tasks.index.backends import open_index
-    from asr_tasks.index.query import Filters, IndexBackendError, clock
+    from asr_tasks.index.query import IndexBackendError
 
-    filters = Filters(args.date_from, args.date_to, args.agent, args.speaker, args.quality,
-                      args.min_non_talk_share, args.min_agent_interruptions, args.min_customer_interruptions)
+    filters = search_filters(args)
+    if why := nothing_indexed():
+        print(f"asr search: {why}", file=sys.stderr)
+        return 1
     try:
         index = open_index(get_settings().index)
         if args.counts:
-            counts = index.counts(args.query, filters)
-            if args.json:
-                print_json([c.to_dict() for c in counts])
-            elif counts:
-                print(_table(["AGENT", "DAY", "SEGMENTS", "CALLS"],
-                             [[c.agent_id or "-", c.call_date or "-", str(c.segments), str(c.recordings)]
-                              for c in counts]))
-            else:
-                print(f"no hits for {args.query!r}")
+            print_counts(args.query, index.counts(args.query, filters), args.json)
             return 0
         if args.export:
-            return _export(index, args.query, filters, Path(args.export))
+            return _export(index, args.query, filters, args.export)
         page = index.search_page(args.query, filters, size=args.limit, after=args.after)
     except ValueError as exc:  # a page cursor or an index setting that is not valid
         print(f"asr: {exc}", file=sys.stderr)
@@ -227,42 +282,30 @@ def cmd_search(args: argparse.Namespace) -> int:
     except IndexBackendError as exc:
         print(f"asr: index error: {exc}", file=sys.stderr)
         return 1
-    if args.json:
-        print_json([h.to_dict() for h in page.hits])
-        if page.next_after:
-            print(f"next page: --after {page.next_after}", file=sys.stderr)
-        return 0
-    if not page.hits:
-        print(f"no hits for {args.query!r}")
-        return 0
-    tty = sys.stdout.isatty()
-    rows = [[h.call_date or "-", h.agent_id or "-", h.speaker, f"{clock(h.start)}-{clock(h.end)}", h.key,
-             "review" if h.quality == GateOutcome.FLAGGED else "", _format_highlight(h.highlight, tty)] for h in page.hits]
-    print(_table(["DATE", "AGENT", "SPEAKER", "TIME", "RECORDING", "QUALITY", "TEXT"], rows))
-    if args.urls:  # the call page of each hit, opened at its second with the search's words marked
-        base = get_settings().web.search_url.rstrip("/")
-        for h in page.hits:
-            print(f"{base}/call/{h.recording_id}?{urlencode({'q': args.query, 't': f'{h.start:.1f}'})}")
-    if page.next_after:
-        print(f"more hits: add --after {page.next_after}")
+    print_hits(args, page)
     return 0
 
 
-def _export(index: Any, query: str, filters: Any, path: Path) -> int:
+def export_path(value: str, name: str) -> Path:
+    """A file to export into, its suffix naming the format (``hits.csv``, ``hits.json``)."""
+    from asr_tasks.index.export import FORMATS
+
+    if Path(value).suffix.lstrip(".").lower() not in FORMATS:
+        raise InputError(f"{name} {value!r}: the file must end in .csv or .json")
+    return Path(value)
+
+
+def _export(index: Any, query: str, filters: Filters, path: Path) -> int:
     """Every hit into FILE.csv or FILE.json (its suffix says which), written as the pages come."""
     import getpass
 
-    from asr_tasks.index.export import FORMATS, export
+    from asr_tasks.index.export import export
     from asr_tasks.records.access_log import open_access_log
 
-    fmt = path.suffix.lstrip(".").lower()
-    if fmt not in FORMATS:
-        print(f"asr: --export {path}: the file must end in .csv or .json", file=sys.stderr)
-        return 2
-    open_access_log(get_settings()).append(
-        getpass.getuser(), "export", query=query, filters=dataclasses.asdict(filters), detail=f"{path.name} (cli)")
     with path.open("w", encoding="utf-8", newline="") as out:
-        for piece in export(index, query, filters, fmt):
+        open_access_log(get_settings()).append(
+            getpass.getuser(), "export", query=query, filters=dataclasses.asdict(filters), detail=f"{path.name} (cli)")
+        for piece in export(index, query, filters, path.suffix.lstrip(".").lower()):
             out.write(piece)
     print(f"wrote {path}")
     return 0
@@ -283,14 +326,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     """Counts by state from the ledger, then every row with a reason: failures, and new versions waiting behind a
     legal hold (replaced versions only counted)."""
     from asr_tasks.records.ledger import open_ledger
-    from asr_tasks.states import RecordingState
 
-    if args.date:
-        try:
-            date.fromisoformat(args.date)
-        except ValueError:
-            print(f"asr: --date {args.date!r}: expected YYYY-MM-DD", file=sys.stderr)
-            return 2
     rows = open_ledger(get_settings().ledger).rows(args.date)
     counts: dict[str, int] = {}
     for row in rows:
@@ -312,12 +348,9 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from asr_tasks.intake.stores import open_store
     from asr_tasks.pipeline.index import reindex_day
 
-    try:
-        first = date.fromisoformat(args.date)
-        last = date.fromisoformat(args.to) if args.to else first
-    except ValueError as exc:
-        print(f"asr: reindex: expected YYYY-MM-DD dates ({exc})", file=sys.stderr)
-        return 2
+    day_range(args.date, args.to, "--date", "--to")
+    first = date.fromisoformat(args.date)
+    last = date.fromisoformat(args.to) if args.to else first
     settings = get_settings()
     store, index = open_store(settings.storage), open_index(settings.index)
     day = first
@@ -330,38 +363,38 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_audit(args: argparse.Namespace) -> int:
-    from asr_tasks.audit.reports import run_audit
-    from asr_tasks.audit.rules import RuleError, load_rules
-    from asr_tasks.index.backends import open_index
-    from asr_tasks.intake.stores import open_store
-
-    settings = get_settings()
-    try:
-        rules = load_rules(Path(args.rules) if args.rules else settings.audit.path("qa_rules_dir"))
-    except RuleError as exc:
-        print(f"asr: {exc}", file=sys.stderr)
-        return 2
-    result = run_audit(args.date, rules, open_index(settings.index), open_store(settings.storage), settings)
-    if args.json:
-        print_json({"summary": result.summary(), "findings": [f.to_dict() for f in result.findings]})
-        return 0
-    summary = result.summary()
-    print(f"{args.date}: {summary['recordings']} calls audited, {summary['findings']} findings")
-    for rule, count in summary["by_rule"].items():
-        print(f"  {count:4d}  {rule}")
-    for f in result.findings:
-        where = f"{f.start:7.2f}-{f.end:7.2f} s"
-        print(f"  [{f.severity:>8}] {f.rule_id:24} {f.key}  {f.speaker:>8} {where}  {f.matched_text}")
-    return 0
+def add_search(sub: Any) -> None:
+    p = sub.add_parser("search", help="search indexed transcripts")
+    p.add_argument("query", action=Checked, check=check_query,
+                   help='words and "quoted phrases" (all must match); a | b: either; -word: not'
+                        ' (a query that starts with "-" goes after "--")')
+    p.add_argument("--date-from", help="YYYY-MM-DD")
+    p.add_argument("--date-to", help="YYYY-MM-DD")
+    p.add_argument("--agent", help="agent id")
+    p.add_argument("--speaker", help="a speaker of the settings (channel_speakers, mono_speaker): agent, customer, ...")
+    p.add_argument("--quality", help="only recordings with this quality gate outcome: " + ", ".join(GateOutcome))
+    p.add_argument("--min-non-talk-share", type=float, metavar="SHARE",
+                   help="only calls with at least this share of non-talk time (0.3: 30 %%)")
+    p.add_argument("--min-agent-interruptions", type=int, metavar="N", help="only calls where the agent interrupted N+ times")
+    p.add_argument("--min-customer-interruptions", type=int, metavar="N",
+                   help="only calls where the customer interrupted N+ times")
+    p.add_argument("--limit", type=int, default=DEFAULT_PAGE_SIZE, action=Checked, check=page_size,
+                   help=f"hits per page (default {DEFAULT_PAGE_SIZE})")
+    p.add_argument("--after", metavar="CURSOR", help="the next page, as printed after the previous one")
+    p.add_argument("--counts", action="store_true", help="matching segments and calls per agent and day")
+    p.add_argument("--export", metavar="FILE", action=Checked, check=export_path,
+                   help="every hit (all pages) into FILE.csv or FILE.json")
+    p.add_argument("--urls", action="store_true", help="print each hit's call page (search_url, as `asr ui` serves it)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_search)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="asr", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="asr", description=DESCRIPTION)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("config", help="print the effective settings")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="as JSON, with --get too (null: not set)")
     p.add_argument("--get", metavar="KEY", help="print one setting's value (KEY or SECTION.KEY); a secret as ***")
     p.add_argument("--reveal", action="store_true", help="with --get: a secret in clear (for a script that needs it)")
     p.set_defaults(func=cmd_config)
@@ -371,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_install_model)
 
     p = sub.add_parser("demo-corpus", help="write synthetic call recordings for one day into the store")
-    p.add_argument("--date", required=True, help="YYYY-MM-DD")
+    p.add_argument("--date", required=True, action=Checked, check=calendar_day, help="YYYY-MM-DD")
     p.set_defaults(func=cmd_demo_corpus)
 
     p = sub.add_parser("transcribe", help="run the pipeline on local files, without Airflow or the index")
@@ -384,45 +417,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--apply", action="store_true", help="create or resize them with `airflow pools set`")
     p.set_defaults(func=cmd_pools)
 
-    p = sub.add_parser("search", help="search indexed transcripts")
-    p.add_argument("query", help='words and "quoted phrases" (all must match); a | b: either; -word: not'
-                                 ' (a query that starts with "-" goes after "--")')
-    p.add_argument("--date-from", help="YYYY-MM-DD")
-    p.add_argument("--date-to", help="YYYY-MM-DD")
-    p.add_argument("--agent", help="agent id")
-    p.add_argument("--speaker", help="agent, customer, ...")
-    p.add_argument("--quality", choices=list(GateOutcome), help="only recordings with this quality gate outcome")
-    p.add_argument("--min-non-talk-share", type=float, metavar="SHARE",
-                   help="only calls with at least this share of non-talk time (0.3: 30 %%)")
-    p.add_argument("--min-agent-interruptions", type=int, metavar="N", help="only calls where the agent interrupted N+ times")
-    p.add_argument("--min-customer-interruptions", type=int, metavar="N",
-                   help="only calls where the customer interrupted N+ times")
-    p.add_argument("--limit", type=int, default=20, help="hits per page")
-    p.add_argument("--after", metavar="CURSOR", help="the next page, as printed after the previous one")
-    p.add_argument("--counts", action="store_true", help="matching segments and calls per agent and day")
-    p.add_argument("--export", metavar="FILE", help="every hit (all pages) into FILE.csv or FILE.json")
-    p.add_argument("--urls", action="store_true", help="print each hit's call page (search_url, as `asr ui` serves it)")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_search)
+    add_search(sub)
 
     p = sub.add_parser("ui", help="the search page (hits with their audio), on its own web server")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8091)
+    p.add_argument("--port", type=int, default=8091, action=Checked, check=partial(within, least=1, most=65535))
     p.set_defaults(func=cmd_ui)
 
-    p = sub.add_parser("audit", help="run the QA audit rules over a day's transcripts")
-    p.add_argument("--date", required=True, help="YYYY-MM-DD")
-    p.add_argument("--rules", help="folder of rule files (default: qa_rules_dir)")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_audit)
+    audit.add_commands(sub)
 
     p = sub.add_parser("reindex", help="rebuild a day's index documents from the gated transcripts (no model)")
-    p.add_argument("--date", required=True, help="YYYY-MM-DD, the first day")
-    p.add_argument("--to", help="YYYY-MM-DD, the last day (default: --date)")
+    p.add_argument("--date", required=True, action=Checked, check=calendar_day, help="YYYY-MM-DD, the first day")
+    p.add_argument("--to", action=Checked, check=calendar_day, help="YYYY-MM-DD, the last day (default: --date)")
     p.set_defaults(func=cmd_reindex)
 
     p = sub.add_parser("status", help="recordings by state, with reasons for failures")
-    p.add_argument("--date", help="YYYY-MM-DD")
+    p.add_argument("--date", action=Checked, check=calendar_day, help="YYYY-MM-DD")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
     records.add_commands(sub)
@@ -431,14 +441,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def quiet_stdout() -> None:
+    """Nothing more for stdout once its reader has gone (``asr ... | head``), not even the flush at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def run(args: argparse.Namespace) -> int:
+    """The command, its output flushed while a closed pipe can still be told apart from a failure."""
+    code = int(args.func(args))
+    sys.stdout.flush()
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Every way a command can refuse or fail ends in one line on stderr and an exit status, never a traceback."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    command = commands(parser)[args.command]
+    if extra:  # argparse leaves a subcommand's unknown options to the top parser, which names none of them
+        command.error(f"unrecognized arguments: {' '.join(extra)} (asr {args.command} --help lists its options)")
     try:
-        return int(args.func(args))
+        return run(args)
+    except InputError as exc:
+        command.error(str(exc))
     except ConfigError as exc:
         print(f"asr: configuration error: {exc}", file=sys.stderr)
         return 2
     except ModelError as exc:
         print(f"asr: model error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        quiet_stdout()
+        return 1
+    except OSError as exc:  # a file or a server the command needed, named with why
+        print(f"asr {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

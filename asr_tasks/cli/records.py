@@ -15,17 +15,10 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 from asr_tasks.cli.console import print_json
+from asr_tasks.cli.options import Checked
 from asr_tasks.config import get_settings
+from asr_tasks.inputs import calendar_day, day_range
 from asr_tasks.records.reasons import REASONS
-
-
-def _day(value: str | None, flag: str) -> str | None:
-    if value is None:
-        return None
-    try:
-        return date.fromisoformat(value).isoformat()
-    except ValueError:
-        raise SystemExit(f"asr: {flag} {value!r}: expected YYYY-MM-DD") from None
 
 
 def _parts() -> tuple[Any, ...]:
@@ -55,7 +48,7 @@ def cmd_erase(args: argparse.Namespace) -> int:
 
     settings, ledger, store, index, access = _parts()
     keys = select_keys(ledger, key=args.key, recording_id=args.recording, customer=args.customer,
-                       before=_day(args.before, "--before"))
+                       before=args.before)
     if not keys:
         print("asr: erase: nothing to erase (no recording of that key, id, customer or date is left)",
               file=sys.stderr)
@@ -74,6 +67,7 @@ def cmd_erase(args: argparse.Namespace) -> int:
 def cmd_hold(args: argparse.Namespace) -> int:
     from asr_tasks.records.holds import HoldError
 
+    day_range(args.date_from, args.date_to, "--from", "--to")
     holds = _holds()
     if args.list:
         listed = holds.listed(include_released=args.all)
@@ -90,7 +84,7 @@ def cmd_hold(args: argparse.Namespace) -> int:
         return 2
     try:
         hold = holds.place(scope, args.why or "", getpass.getuser(), value=value,
-                           date_from=_day(args.date_from, "--from"), date_to=_day(args.date_to, "--to"))
+                           date_from=args.date_from, date_to=args.date_to)
     except HoldError as exc:
         print(f"asr: hold: {exc}", file=sys.stderr)
         return 2
@@ -115,7 +109,7 @@ def cmd_retention(args: argparse.Namespace) -> int:
     from asr_tasks.records.retention import run_retention
 
     settings, ledger, store, index, access = _parts()
-    today = date.fromisoformat(_day(args.date, "--date") or date.today().isoformat())
+    today = date.fromisoformat(args.date) if args.date else date.today()
     run = run_retention(settings, today, ledger, store, index, access)
     print_json(run.to_dict()) if args.json else print(
         f"{today}: {run.erased} erased in {run.batches} batches, {run.held} held, {run.finished} interrupted "
@@ -127,8 +121,8 @@ def cmd_access_log(args: argparse.Namespace) -> int:
     from asr_tasks.records.access_log import AccessLog
     from asr_tasks.records.ledger import open_ledger
 
-    since = _day(args.since, "--since")
-    until = _day(args.until, "--until")
+    since, until = args.since, args.until
+    day_range(since, until, "--since", "--until")
     entries = AccessLog(open_ledger(get_settings().ledger)).entries(
         since=datetime.fromisoformat(since).replace(tzinfo=timezone.utc) if since else None,
         until=(datetime.fromisoformat(until).replace(tzinfo=timezone.utc) + timedelta(days=1)) if until else None,
@@ -167,7 +161,7 @@ def add_commands(sub: Any) -> None:
     which.add_argument("--key", help="an object key (every version of it)")
     which.add_argument("--recording", help="a recording id (every version of its key)")
     which.add_argument("--customer", help="a customer id: all of the customer's calls")
-    which.add_argument("--before", help="YYYY-MM-DD: every call before that day")
+    which.add_argument("--before", action=Checked, check=calendar_day, help="YYYY-MM-DD: every call before that day")
     p.add_argument("--reason", required=True, choices=REASONS, help="why, as a code kept on the tombstone and in "
                    "the access log: " + "; ".join(f"{code}: {what}" for code, what in REASONS.items()))
     p.add_argument("--json", action="store_true")
@@ -179,8 +173,9 @@ def add_commands(sub: Any) -> None:
     which.add_argument("--agent", help="an agent id: all of the agent's calls")
     which.add_argument("--customer", help="a customer id: all of the customer's calls")
     which.add_argument("--list", action="store_true", help="the active holds (--all: released ones too)")
-    p.add_argument("--from", dest="date_from", help="YYYY-MM-DD: calls from this day (with --to)")
-    p.add_argument("--to", dest="date_to", help="YYYY-MM-DD: calls up to this day")
+    p.add_argument("--from", dest="date_from", action=Checked, check=calendar_day,
+                   help="YYYY-MM-DD: calls from this day (with --to)")
+    p.add_argument("--to", dest="date_to", action=Checked, check=calendar_day, help="YYYY-MM-DD: calls up to this day")
     p.add_argument("--why", help="the reason (required to place a hold)")
     p.add_argument("--all", action="store_true")
     p.add_argument("--json", action="store_true")
@@ -192,13 +187,13 @@ def add_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_release)
 
     p = sub.add_parser("retention", help="erase what retention_days has expired (what the retention DAG runs)")
-    p.add_argument("--date", help="YYYY-MM-DD, the day it runs for (default: today)")
+    p.add_argument("--date", action=Checked, check=calendar_day, help="YYYY-MM-DD, the day it runs for (default: today)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_retention)
 
     p = sub.add_parser("access-log", help="who searched, played, exported, erased or held what")
-    p.add_argument("--since", help="YYYY-MM-DD")
-    p.add_argument("--until", help="YYYY-MM-DD (that day included)")
+    p.add_argument("--since", action=Checked, check=calendar_day, help="YYYY-MM-DD")
+    p.add_argument("--until", action=Checked, check=calendar_day, help="YYYY-MM-DD (that day included)")
     p.add_argument("--user")
     p.add_argument("--recording", help="a recording id")
     p.add_argument("--action", action="append", help="search, play, export, erase, hold, release (repeatable)")

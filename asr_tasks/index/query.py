@@ -7,7 +7,9 @@ Every word is matched as a phrase of its tokens, so ``保证收益`` and ``e-mai
 only consecutively. An exclusion needs something positive beside it (``-风险``
 alone finds nothing). Any input parses: stray quotes and parentheses close at the
 end, operators without operands are dropped, so a user's query is never a syntax
-error in SQLite FTS5 or in Elasticsearch.
+error in SQLite FTS5 or in Elasticsearch. What a person types is checked first
+(``check_query``, ``checked_filters``), so that a query or filter that could only
+find nothing is refused with why instead.
 
 Elasticsearch's own simple_query_string parser reads operators left to right
 without precedence and lets ``-`` mean "or not" under the OR default; rendering
@@ -22,9 +24,11 @@ import binascii
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Union
+from typing import Any, Callable, Iterator, Sequence, Union
 
+from asr_tasks.inputs import InputError, calendar_day, count, day_range, one_of, share, short_text
 from asr_tasks.models import SearchHit
+from asr_tasks.states import GateOutcome
 
 # What every backend marks a highlight with (control characters no transcript contains); callers choose the tags.
 HL_OPEN, HL_CLOSE = "\x02", "\x03"
@@ -84,6 +88,7 @@ def _tokens(query: str) -> Iterator[tuple[str, str]]:
 
 
 MAX_DEPTH = 16  # parentheses nested deeper than this only group, they add no level
+MAX_QUERY_CHARS = 1000
 
 
 def _bounded(tokens: Iterator[tuple[str, str]]) -> Iterator[tuple[str, str]]:
@@ -99,6 +104,31 @@ def _bounded(tokens: Iterator[tuple[str, str]]) -> Iterator[tuple[str, str]]:
             if depth >= MAX_DEPTH:
                 continue
         yield kind, text
+
+
+def _depth(query: str) -> int:
+    """How deep the query's parentheses nest (those inside quotes are text)."""
+    depth = deepest = 0
+    for kind, _ in _tokens(query):
+        if kind == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif kind == ")":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+def check_query(query: str, name: str) -> str:
+    """A query as a person typed it, refused (``InputError``) where the index would quietly answer something else
+    than asked: too long, nested beyond ``MAX_DEPTH``, or words that are all excluded (which find nothing)."""
+    if len(query) > MAX_QUERY_CHARS:
+        raise InputError(f"{name}: longer than {MAX_QUERY_CHARS} characters")
+    if _depth(query) > MAX_DEPTH:
+        raise InputError(f"{name}: parentheses nested deeper than {MAX_DEPTH} levels")
+    if _WORD.search(query) and parse(query) is None:
+        raise InputError(f"{name} {query!r}: only excludes, and exclusions alone find nothing: "
+                         "add a word to look for ('premium -risk')")
+    return query
 
 
 class _Parser:
@@ -258,6 +288,22 @@ class AgentDayCount:
     def to_dict(self) -> dict[str, Any]:
         return {"agent_id": self.agent_id, "call_date": self.call_date, "segments": self.segments,
                 "recordings": self.recordings}
+
+
+def checked_filters(filters: Filters, speakers: Sequence[str], spelled: Callable[[str], str] = str) -> Filters:
+    """The filters a person gave, each refused (``InputError``) unless the index can answer it as meant;
+    ``spelled`` names a field as that person typed it (``--date-from`` on the command line)."""
+    checks: dict[str, Callable[[Any, str], Any]] = {
+        "date_from": calendar_day, "date_to": calendar_day, "agent": short_text, "rule": short_text,
+        "speaker": lambda value, name: one_of(value, speakers, name),
+        "quality": lambda value, name: one_of(value, list(GateOutcome), name),
+        "min_non_talk_share": share, "min_agent_interruptions": count, "min_customer_interruptions": count,
+    }
+    for field, check in checks.items():
+        if getattr(filters, field) is not None:
+            check(getattr(filters, field), spelled(field))
+    day_range(filters.date_from, filters.date_to, spelled("date_from"), spelled("date_to"))
+    return filters
 
 
 class CursorError(ValueError):

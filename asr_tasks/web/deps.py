@@ -21,15 +21,14 @@ from starlette.datastructures import State
 from asr_tasks.config import Settings
 from asr_tasks.index.backends import open_index
 from asr_tasks.index.base import TranscriptIndex
-from asr_tasks.index.query import Filters
+from asr_tasks.index.query import MAX_QUERY_CHARS, Filters, check_query, checked_filters
+from asr_tasks.inputs import DEFAULT_PAGE_SIZE, MAX_TEXT_CHARS, InputError, page_size, speaker_names
 from asr_tasks.intake.stores import ObjectStore, open_store
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.ledger import Ledger, open_ledger
 from asr_tasks.records.permissions import PERMISSIONS
 from asr_tasks.states import GONE_STATES
 
-MAX_QUERY_CHARS = 1000
-MAX_FILTER_CHARS = 200  # an agent id, a rule, a day: a filter is short, and what is typed is masked before it is logged
 RECORDING_ID = r"^([0-9a-f]{24})?$"  # a recording id as the pipeline makes them (``recording_id_for``), or none
 
 # ``authorize(permission)`` is a dependency that answers the signed-in user's name, or refuses (403).
@@ -106,20 +105,47 @@ async def access_log(request: Request) -> AccessLog:
     return access
 
 
+def refused(exc: InputError) -> HTTPException:
+    """422 with the message the command line prints for the same value (the parameter named as in the URL)."""
+    return HTTPException(status_code=422, detail=str(exc))
+
+
 def query_filters(
-    date_from: str | None = Query(None, max_length=MAX_FILTER_CHARS),
-    date_to: str | None = Query(None, max_length=MAX_FILTER_CHARS),
-    agent: str | None = Query(None, max_length=MAX_FILTER_CHARS),
-    speaker: str | None = Query(None, max_length=MAX_FILTER_CHARS),
-    quality: str | None = Query(None, max_length=MAX_FILTER_CHARS),
-    min_non_talk_share: float | None = Query(None, ge=0.0, le=1.0, allow_inf_nan=False),
-    min_agent_interruptions: int | None = Query(None, ge=0),
-    min_customer_interruptions: int | None = Query(None, ge=0),
-    rule: str | None = Query(None, max_length=MAX_FILTER_CHARS),
+    settings: Settings = Depends(app_settings),
+    date_from: str | None = None,
+    date_to: str | None = None,
+    agent: str | None = None,
+    speaker: str | None = None,
+    quality: str | None = None,
+    min_non_talk_share: float | None = None,
+    min_agent_interruptions: int | None = None,
+    min_customer_interruptions: int | None = None,
+    rule: str | None = None,
 ) -> Filters:
-    """The filters of the JSON API, from the query string (shares 0-1: ``min_non_talk_share=0.3`` is 30 %)."""
-    return Filters(date_from, date_to, agent, speaker, quality, min_non_talk_share, min_agent_interruptions,
-                   min_customer_interruptions, rule)
+    """The filters of the JSON API, from the query string (shares 0-1: ``min_non_talk_share=0.3`` is 30 %),
+    checked as ``asr search`` checks its options."""
+    filters = Filters(date_from, date_to, agent, speaker, quality, min_non_talk_share, min_agent_interruptions,
+                      min_customer_interruptions, rule)
+    try:
+        return checked_filters(filters, speaker_names(settings.audio))
+    except InputError as exc:
+        raise refused(exc) from exc
+
+
+def search_query(q: str) -> str:
+    """A search's query, checked as ``asr search`` checks it (length, nesting, something to look for)."""
+    try:
+        return check_query(q, "q")
+    except InputError as exc:
+        raise refused(exc) from exc
+
+
+def hits_per_page(size: int = DEFAULT_PAGE_SIZE) -> int:
+    """Hits per page, bounded as ``asr search --limit`` is."""
+    try:
+        return page_size(size, "size")
+    except InputError as exc:
+        raise refused(exc) from exc
 
 
 def page_base(request: Request) -> str:
@@ -151,6 +177,8 @@ StoreOpener = Annotated[Callable[[], ObjectStore], Depends(store_opener)]
 AppLedger = Annotated[Ledger, Depends(ledger)]
 Access = Annotated[AccessLog, Depends(access_log)]
 SearchFilters = Annotated[Filters, Depends(query_filters)]
-SearchQuery = Annotated[str, Query(max_length=MAX_QUERY_CHARS)]
-Filter = Annotated[str, Query(max_length=MAX_FILTER_CHARS)]  # a filter of the page's form ("" when left empty)
+CheckedQuery = Annotated[str, Depends(search_query)]  # a search's query, refused with why (422)
+PageSize = Annotated[int, Depends(hits_per_page)]
+SearchQuery = Annotated[str, Query(max_length=MAX_QUERY_CHARS)]  # the words a call page marks
+Filter = Annotated[str, Query(max_length=MAX_TEXT_CHARS)]  # a filter of the page's form ("" when left empty)
 Second = Annotated[float, Query(ge=0.0, le=86400.0, allow_inf_nan=False)]  # where in a recording to start

@@ -11,7 +11,7 @@ from fastapi.responses import Response, StreamingResponse
 from asr_tasks.index.export import FORMATS as EXPORT_HIT_FORMATS
 from asr_tasks.index.export import export
 from asr_tasks.web.call_page import EXPORT_FORMATS, export_transcript
-from asr_tasks.web.deps import SearchFilters, SearchQuery
+from asr_tasks.web.deps import CheckedQuery, SearchFilters
 from asr_tasks.web.door import CallDoor
 
 PERMISSION = "export"
@@ -21,7 +21,7 @@ router = APIRouter()
 
 
 @router.get("/api/export")
-def export_hits(q: SearchQuery, filters: SearchFilters, door: CallDoor, format: str = "csv") -> StreamingResponse:
+def export_hits(q: CheckedQuery, filters: SearchFilters, door: CallDoor, format: str = "csv") -> StreamingResponse:
     """Every hit of the search (all pages), streamed as CSV or JSON."""
     if format not in EXPORT_HIT_FORMATS:
         raise HTTPException(status_code=400, detail=f"format {format!r}: csv or json")

@@ -14,7 +14,8 @@ from markupsafe import Markup
 
 from asr_tasks.config import Settings
 from asr_tasks.index.query import HL_CLOSE, HL_OPEN, CursorError, Filters, IndexBackendError, clock
-from asr_tasks.web.deps import MAX_QUERY_CHARS, AppSettings, Filter, SearchFilters, SearchQuery, Second, gone
+from asr_tasks.inputs import speaker_names
+from asr_tasks.web.deps import MAX_QUERY_CHARS, AppSettings, CheckedQuery, Filter, PageSize, SearchFilters, Second, gone
 from asr_tasks.web.door import CallDoor, Door
 from asr_tasks.web.pages import render_page
 
@@ -36,8 +37,8 @@ def highlighted(highlight: str) -> Markup:
 
 
 def speakers(settings: Settings) -> list[str]:
-    """The speaker names the form offers: every channel's, and the one of a mono recording."""
-    return sorted({*settings.audio.channel_speakers.values(), settings.audio.mono_speaker})
+    """The speaker names the form offers: those the API's ``speaker`` takes."""
+    return speaker_names(settings.audio)
 
 
 def facets(form: dict[str, str], counts: Sequence[Any], rules: dict[str, int]) -> dict[str, list[tuple[str, int, str]]]:
@@ -129,10 +130,10 @@ def page(
 
 @router.get("/api/search")
 def api_search(
-    q: SearchQuery,
+    q: CheckedQuery,
     filters: SearchFilters,
     door: CallDoor,
-    size: int = Query(PAGE_SIZE, ge=1, le=500),
+    size: PageSize,
     after: str | None = Query(None, max_length=MAX_CURSOR_CHARS),
 ) -> dict[str, Any]:
     """Hits as JSON (highlights escaped, their matches in <em>), with the cursor of the next page."""
@@ -149,7 +150,7 @@ def api_search(
 
 
 @router.get("/api/counts")
-def api_counts(q: SearchQuery, filters: SearchFilters, door: CallDoor) -> list[dict[str, Any]]:
+def api_counts(q: CheckedQuery, filters: SearchFilters, door: CallDoor) -> list[dict[str, Any]]:
     """Matching segments and recordings per agent and day."""
     counts = door.index().counts(q, filters)
     door.log("search", query=q, filters=asdict(filters), hits=sum(c.segments for c in counts), detail="api counts")
