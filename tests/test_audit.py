@@ -155,10 +155,11 @@ def test_cli_refuses_a_broken_rule_set_and_audits_nothing(settings: Settings, tm
     env.update(ASR_INDEX_PATH=str(settings.index.path("index_path")), ASR_STORE_ROOT=str(settings.storage.path("store_root")),
                ASR_LEDGER_URL=settings.ledger.ledger_url, ASR_MODEL_DIR=settings.asr.model_dir)
     asr = str(Path(sys.executable).parent / "asr")
-    proc = subprocess.run([asr, "audit", "--date", DAY, "--rules", str(bad)], env=env, capture_output=True, text=True)
+    proc = subprocess.run([asr, "audit", "--date", DAY, "--rerun", "--rules", str(bad)], env=env, capture_output=True,
+                          text=True)
     assert proc.returncode == 2 and "b.yaml:5: rule 'x': invalid regular expression" in proc.stderr
     assert index.findings(DAY) == []
-    proc = subprocess.run([asr, "audit", "--date", DAY, "--json"], env=env, capture_output=True, text=True)
+    proc = subprocess.run([asr, "audit", "--date", DAY, "--rerun", "--json"], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["summary"]["findings"] == len(PLANTED)
 

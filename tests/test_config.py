@@ -252,7 +252,7 @@ def test_override_validates_like_a_load() -> None:
 
 def test_an_env_variable_that_names_no_setting_is_warned_about(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     load_settings(config_file=write_yaml(tmp_path, ""), env={"ASR_ENGNE": "transformers", "ASR_CONFIG": ""})
-    assert "ASR_ENGNE name no setting" in caplog.text and "ASR_CONFIG" not in caplog.text
+    assert "ASR_ENGNE is not a setting" in caplog.text and "ASR_CONFIG" not in caplog.text
 
 
 def test_each_section_holds_only_its_own_keys() -> None:

@@ -32,10 +32,11 @@ from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.records.access_log import open_access_log
 from asr_tasks.records.permissions import PERMISSIONS
 from asr_tasks.web.deps import Authorize, guard, single_user
-from asr_tasks.web.routers import access_log, audio, call, exports, progress, records, search, unredacted
+from asr_tasks.web.pages import permission_probe
+from asr_tasks.web.routers import access_log, audio, call, exports, progress, records, reports, search, unredacted
 
 # Each router's routes ask for its PERMISSION.
-ROUTERS = (search, audio, unredacted, access_log, call, exports, progress, records)
+ROUTERS = (search, audio, unredacted, access_log, call, exports, progress, records, reports)
 
 
 def security_headers(nonce: str) -> dict[str, str]:
@@ -91,6 +92,7 @@ def create_app(
     if allowed_hosts:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     guards = {permission: guard(authorize(permission)) for permission in PERMISSIONS}
+    probe = permission_probe(authorize)  # what the user holds, for the pages' header
     for area in ROUTERS:
-        app.include_router(area.router, dependencies=[guards[area.PERMISSION]])
+        app.include_router(area.router, dependencies=[guards[area.PERMISSION], probe])
     return app

@@ -16,13 +16,18 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 from typing import Any, Iterable
 
 from markupsafe import Markup
 
+from asr_tasks.audit.rules import Rule, RuleError, load_rules
+from asr_tasks.config import Settings
 from asr_tasks.index.query import Node, Term, clock
 from asr_tasks.index.query import parse as parse_query
 from asr_tasks.models import Segment
+from asr_tasks.states import RecordingState
 from asr_tasks.text.analytics import intersect
 
 TIMELINE_WIDTH = 1000
@@ -79,7 +84,8 @@ def marked(text: str, terms: list[str]) -> Markup:
         out += [html.escape(text[at : match.start()]), f'<mark class="match">{html.escape(match.group())}</mark>']
         at = match.end()
     out.append(html.escape(text[at:]))
-    return Markup("".join(out))
+    # Words of one phrase said together are one match: "<mark>your</mark> <mark>country</mark>" is one.
+    return Markup(re.sub(r'</mark>(\s+)<mark class="match">', r"\1", "".join(out)))
 
 
 def timeline_svg(duration: float, analytics: dict[str, Any], findings: list[dict[str, Any]],
@@ -115,7 +121,7 @@ def timeline_svg(duration: float, analytics: dict[str, Any], findings: list[dict
                          f'<title>overlap {a:.1f}-{b:.1f} s</title></rect>')
     for f in findings:
         parts.append(f'<path class="finding {html.escape(str(f["severity"]))}" d="M{x(float(f["start"]))} {y + LANE_HEIGHT + 2} '
-                     f'l5 9 h-10 z"><title>{html.escape(str(f["rule_id"]))} at {float(f["start"]):.1f} s</title></path>')
+                     f'l5 9 h-10 z"><title>{html.escape(named(f))}</title></path>')
     ticks = max(1, int(duration // 60) or 1)
     step = duration / ticks if duration else 0
     for k in range(ticks + 1):
@@ -126,24 +132,78 @@ def timeline_svg(duration: float, analytics: dict[str, Any], findings: list[dict
     return Markup("".join(parts))
 
 
+@lru_cache(maxsize=4)
+def _rules(folder: Path, changed: tuple[float, ...]) -> dict[str, Rule]:
+    """The rule files as they are now (``changed``: their times, so an edited file is read again)."""
+    try:
+        return {rule.id: rule for rule in load_rules(folder)}
+    except (RuleError, OSError):
+        return {}  # the page still shows each finding, by its rule's id
+
+
+def audit_rules(settings: Settings) -> dict[str, Rule]:
+    """The QA rules by id, to say what each finding means (a rule since removed is named by its id only)."""
+    folder = settings.audit.path("qa_rules_dir")
+    files = sorted(folder.glob("*.y*ml")) if folder.is_dir() else []
+    return _rules(folder, tuple(f.stat().st_mtime for f in files))
+
+
+def _by(speaker: str) -> str:
+    return f"the {speaker}" if speaker and speaker not in ("any", "mixed") else "someone"
+
+
+def finding_words(f: dict[str, Any], rules: dict[str, Rule]) -> str:
+    """What a finding means, in words of its rule's kind: a phrase said or read out at a second, a silence from
+    a second, a share of the whole call's talk, a disclosure missing from the first seconds (an absence is
+    never "at 0:00.0")."""
+    rule_id, said, speaker = str(f["rule_id"]), str(f.get("matched_text") or ""), str(f.get("speaker") or "")
+    start, end = float(f["start"]), float(f["end"])
+    rule = rules.get(rule_id)
+    kind = rule.kind if rule else ("required_phrase" if not said and start == 0 else "")
+    at = f"{rule_id} at {clock(start)}"
+    if kind == "required_phrase":
+        name = rule_id.replace("-", " ").replace("_", " ")
+        return f"no {name} in the first {end:g} s" + (f" from {_by(speaker)}" if _by(speaker) != "someone" else "")
+    if kind in ("forbidden_phrase", "regex"):
+        return f"{at}: {_by(speaker)} said “{said}”"
+    if kind == "personal_data":
+        return f"{at}: {_by(speaker)} read out {said}"
+    if kind == "silence":
+        return f"{at}: nobody spoke for {end - start:.0f} s"
+    if kind == "talk_ratio":
+        bounds = [f"at most {rule.max_share:.0%}" if rule and rule.max_share is not None else "",
+                  f"at least {rule.min_share:.0%}" if rule and rule.min_share is not None else ""]
+        allowed = " and ".join(b for b in bounds if b)
+        return f"{rule_id}: {_by(speaker)} took {said}" + (f" ({allowed} allowed)" if allowed else "")
+    return at + (f": {said}" if said else "")
+
+
+def named(f: dict[str, Any]) -> str:
+    """A finding's words with its rule's id, where the words do not already name it."""
+    return f["words"] if f["rule_id"] in f["words"] else f"{f['words']} ({f['rule_id']})"
+
+
 def flagger(findings: list[dict[str, Any]]) -> Callable[[Segment], str]:
     """What a segment is flagged for: the findings whose matched text it overlaps, rule and description."""
     def flag(seg: Segment) -> str:
-        return "; ".join(f"{f['rule_id']}: {f['description']}" for f in findings
+        return "; ".join(named(f) for f in findings
                          if float(f["start"]) < seg.end and seg.start < float(f["end"]) and f["matched_text"])
 
     return flag
 
 
 def call_view(rec: dict[str, Any], segments: list[Segment], findings: list[dict[str, Any]], terms: list[str],
-              t: float) -> dict[str, Any]:
-    """What call.html is filled with: the turns with the search's ``terms`` marked, the findings, the analytics
-    and the timeline, opened at second ``t``; the page's language is the call's when it has one."""
+              t: float, rules: dict[str, Rule]) -> dict[str, Any]:
+    """What call.html is filled with: the turns with the search's ``terms`` marked, the findings in words of
+    their ``rules``, the analytics and the timeline, opened at second ``t``; the page's language is the call's
+    when it has one. A quarantined call has nothing to play or export, and the page says why instead."""
     speakers = [name for _, name in sorted({(s.channel, s.speaker) for s in segments})]
     analytics = rec.get("analytics") or {}
     languages = {s.language for s in segments if s.language} or {rec.get("language") or "en"}
+    findings = [{**f, "words": finding_words(f, rules)} for f in findings]
     return {
         "rec": rec, "turns": turns(segments), "findings": findings, "analytics": analytics,
+        "quarantined": rec.get("state") == RecordingState.QUARANTINED,
         "timeline": timeline_svg(float(rec.get("duration") or 0.0), analytics, findings, speakers),
         "channels": len(analytics.get("speech") or {}) or len(speakers),
         "failures": [f for f in (rec.get("quality_failures") or "").split(",") if f],

@@ -1,18 +1,116 @@
-"""Every HTML page of the app answered the same way: its template, its context, and what every page needs to
-load under the app's Content-Security-Policy at any mount point (the base URL and the response's nonce)."""
+"""Every HTML page of the app answered the same way: its template, its context, what every page needs to
+load under the app's Content-Security-Policy at any mount point (the base URL and the response's nonce), and
+the header that leads to the app's other pages, each shown only to a user whose permission opens it.
+
+Which permissions the signed-in user holds is asked of the same checks the routers' guards use
+(``authorize(permission)``, Airflow's auth manager inside Airflow): ``permission_probe`` resolves what each
+check depends on with the request, and a page runs the checks only when it draws its header, so audio and
+API requests cost no more than their own guard.
+"""
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
-from fastapi import Request
+from fastapi import Depends, HTTPException, Request, params
 from fastapi.responses import HTMLResponse
 
+from asr_tasks.records.permissions import PERMISSIONS
 from asr_tasks.templates import render
-from asr_tasks.web.deps import page_base
+from asr_tasks.web.deps import Authorize, page_base
 
 
-def render_page(request: Request, template: str, status_code: int = 200, **context: Any) -> HTMLResponse:
-    """``template`` filled with ``context``, its ``base`` and its ``nonce`` (the one the security headers name)."""
-    html = render(template, base=page_base(request), nonce=request.state.nonce, **context)
+@dataclass(frozen=True)
+class Link:
+    """One entry of the header: where it leads (relative to ``<base href>``) and what opens it."""
+
+    name: str
+    href: str
+    label: str
+    permission: str
+
+
+HEADER = (Link("search", "./", "Search", "read"), Link("findings", "reports/qa", "Findings", "read"),
+          Link("progress", "progress", "Progress", "read"),
+          Link("access-log", "access-log", "Access log", "access_log"))
+# The search form's fields: what a link back to a search carries, and nothing else.
+SEARCH_FIELDS = ("q", "date_from", "date_to", "agent", "speaker", "quality", "rule", "non_talk_percent",
+                 "agent_interruptions", "after")
+
+
+def back_to_search(back: str) -> str:
+    """The search a page was opened from (``back``: its query string) as a link relative to ``<base href>``:
+    only the search form's fields are kept, so the link can only ever lead to the search page."""
+    kept = [(name, value) for name, value in parse_qsl(back, keep_blank_values=True) if name in SEARCH_FIELDS]
+    return f"./?{urlencode(kept)}" if any(value for _, value in kept) else "./"
+
+
+def _holds(check: Callable[..., Any], values: dict[str, Any]) -> bool:
+    """Whether the check lets the user through (it answers their name, or refuses with an HTTP error)."""
+    try:
+        check(**values)
+    except HTTPException:
+        return False
+    return True
+
+
+def _deferred(check: Callable[..., Any]) -> Callable[..., Any]:
+    """A dependency with ``check``'s own parameters (so FastAPI resolves what the check needs, e.g. Airflow's
+    signed-in user, once per request) that answers a call running the check later; a coroutine check runs now."""
+    if inspect.iscoroutinefunction(check):
+        async def attempt(**values: Any) -> Callable[[], bool]:
+            try:
+                await check(**values)
+            except HTTPException:
+                return lambda: False
+            return lambda: True
+    else:
+        async def attempt(**values: Any) -> Callable[[], bool]:
+            return partial(_holds, check, values)
+    attempt.__signature__ = inspect.signature(check, eval_str=True)  # type: ignore[attr-defined]
+    return attempt
+
+
+def permission_probe(authorize: Authorize) -> params.Depends:
+    """A dependency that keeps, on the request, a way to ask whether the user holds each permission."""
+    tries = {name: Depends(_deferred(authorize(name))) for name in PERMISSIONS}
+
+    async def probe(request: Request, **asked: Callable[[], bool]) -> None:
+        request.state.asr_permission_tries = asked
+
+    probe.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("request", inspect.Parameter.KEYWORD_ONLY, annotation=Request)]
+        + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=check) for name, check in tries.items()])
+    return Depends(probe)
+
+
+def held(request: Request) -> frozenset[str]:
+    """The permissions the signed-in user holds (none where the app set no probe), asked once per request."""
+    known: frozenset[str] | None = getattr(request.state, "asr_permissions", None)
+    if known is None:
+        tries: dict[str, Callable[[], bool]] = getattr(request.state, "asr_permission_tries", {})
+        known = frozenset(name for name, holds in tries.items() if holds())
+        request.state.asr_permissions = known
+    return known
+
+
+def header(request: Request, here: str) -> list[dict[str, Any]]:
+    """The header's entries the user may open, the page they are on marked."""
+    permissions = held(request)
+    return [{"href": link.href, "label": link.label, "here": link.name == here} for link in HEADER
+            if link.permission in permissions]
+
+
+def render_page(request: Request, template: str, status_code: int = 200, here: str = "",
+                **context: Any) -> HTMLResponse:
+    """``template`` filled with ``context``, its ``base``, its ``nonce`` (the one the security headers name) and
+    its header (``here``: which entry is this page); ``can`` is what the user holds, so that a page offers no
+    control its user may not use."""
+    html = render(template, base=page_base(request), nonce=request.state.nonce, header=header(request, here),
+                  can=held(request), **context)
     return HTMLResponse(html, status_code=status_code)

@@ -30,5 +30,5 @@ def access_log_page(request: Request, door: CallDoor, days: int = Query(7, ge=1,
     entries = door.access.entries(since=since, user=who or None, recording_id=recording or None, limit=PAGE_ROWS + 1,
                              newest_first=True, skip=page * PAGE_ROWS)
     older = urlencode({"days": days, "who": who, "recording": recording, "page": page + 1})
-    return render_page(request, "access_log.html", entries=entries[:PAGE_ROWS], days=days, who=who,
-                       recording=recording, older=older if len(entries) > PAGE_ROWS else None)
+    return render_page(request, "access_log.html", here="access-log", entries=entries[:PAGE_ROWS], days=days,
+                       who=who, recording=recording, older=older if len(entries) > PAGE_ROWS else None)

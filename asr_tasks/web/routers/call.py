@@ -3,23 +3,27 @@ Each opening goes to the access log (``door.py``)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 
-from asr_tasks.web.call_page import call_view, query_terms
+from asr_tasks.web.call_page import audit_rules, call_view, query_terms
 from asr_tasks.web.deps import SearchQuery, Second
 from asr_tasks.web.door import CallDoor
-from asr_tasks.web.pages import render_page
+from asr_tasks.web.pages import back_to_search, render_page
 
 PERMISSION = "read"
+MAX_BACK_CHARS = 4000  # the query string of the search a call was opened from: its words and filters
 
 router = APIRouter()
 
 
 @router.get("/call/{recording_id}", response_class=HTMLResponse)
-def call(request: Request, recording_id: str, door: CallDoor, q: SearchQuery = "", t: Second = 0.0) -> HTMLResponse:
-    """The whole conversation with its audio, findings, analytics and timeline; ``q`` marks a search's terms."""
+def call(request: Request, recording_id: str, door: CallDoor, q: SearchQuery = "", t: Second = 0.0,
+         back: str = Query("", max_length=MAX_BACK_CHARS)) -> HTMLResponse:
+    """The whole conversation with its audio, findings, analytics and timeline; ``q`` marks a search's terms and
+    ``back`` is that search, which the page leads back to."""
     rec, segments = door.call(recording_id, f"call page at {t:.1f} s" + (f", from a search for {q!r}" if q else ""))
     findings = sorted((f for f in door.index().findings(rec.get("call_date") or "") if f["recording_id"] == recording_id),
                       key=lambda f: float(f["start"]))
-    return render_page(request, "call.html", **call_view(rec, segments, findings, query_terms(q), t))
+    view = call_view(rec, segments, findings, query_terms(q), t, audit_rules(door.settings))
+    return render_page(request, "call.html", here="search", back=back_to_search(back), **view)

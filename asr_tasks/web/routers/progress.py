@@ -15,6 +15,7 @@ from markupsafe import Markup
 
 from asr_tasks.records.progress import finished_per_hour, first_day, progress
 from asr_tasks.states import GONE_STATES, RecordingState
+from asr_tasks.version import DayReports
 from asr_tasks.web.door import CallDoor
 from asr_tasks.web.pages import render_page
 
@@ -69,7 +70,7 @@ def progress_page(request: Request, door: CallDoor, date_from: str = Query("", p
     rows = [(year, months, sum(p.share_done * p.recordings for p in months) / max(1, sum(p.recordings
                                                                                       for p in months)),
              sum(p.recordings for p in months)) for year, months in sorted(years.items())]
-    return render_page(request, "progress.html", report=report, years=rows,
+    return render_page(request, "progress.html", here="progress", report=report, years=rows,
                        chart=throughput_svg(finished_per_hour(ledger, now)),
                        day_of=lambda key: "-".join(key.split("/")[-4:-1]))
 
@@ -77,7 +78,8 @@ def progress_page(request: Request, door: CallDoor, date_from: str = Query("", p
 @router.get("/progress/day/{day}", response_class=HTMLResponse)
 def progress_day(request: Request, day: Annotated[str, PathParam(pattern=DAY_PATTERN)],
                  door: CallDoor) -> HTMLResponse:
-    """One day's recordings from the ledger, as ``asr status`` prints them."""
+    """One day's recordings from the ledger, as ``asr status`` prints them, each that the index holds leading to
+    its call page (a quarantined one's says why), and the day's QA report where one is stored."""
     calendar_day(day, "day")
     door.log("list", detail=f"the recordings of {day}")
     rows = [{**r, "key": "(erased)"} if r["state"] in GONE_STATES else r for r in door.ledger.rows(day)
@@ -85,4 +87,6 @@ def progress_day(request: Request, day: Annotated[str, PathParam(pattern=DAY_PAT
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["state"]] = counts.get(r["state"], 0) + 1
-    return render_page(request, "progress_day.html", day=day, rows=rows, counts=counts)
+    audited = door.store().exists(door.settings.storage.artefacts_bucket, DayReports(day).audit("json"))
+    return render_page(request, "progress_day.html", here="progress", day=day, rows=rows, counts=counts,
+                       audited=audited)

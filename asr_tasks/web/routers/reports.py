@@ -1,0 +1,69 @@
+"""The nightly QA report served from the app: the days whose audit is stored, and one day's report rendered
+from what the audit stored (``reports/qa/<day>/qa-audit.json``), its links relative to the page's
+``<base href>`` so that they lead to this app wherever it is mounted. Each read goes to the access log
+(``door.py``): a report names calls, agents and who opened what."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+from urllib.parse import urlencode
+
+from fastapi import APIRouter, Request
+from fastapi import Path as PathParam
+from fastapi.responses import HTMLResponse
+
+from asr_tasks.audit.reports import finding_link
+from asr_tasks.audit.rules import Finding
+from asr_tasks.version import DayReports
+from asr_tasks.web.call_page import audit_rules, finding_words
+from asr_tasks.web.door import CallDoor, Door
+from asr_tasks.web.pages import render_page
+from asr_tasks.web.routers.progress import DAY_PATTERN, calendar_day
+
+PERMISSION = "read"
+PREFIX = "reports/qa/"
+MAX_DAYS = 3660  # days listed at most, newest first
+
+router = APIRouter()
+
+
+def stored_days(door: Door) -> list[str]:
+    """The days with a stored audit, newest first."""
+    suffix = "/" + DayReports("").audit("json").rsplit("/", 1)[-1]
+    keys = door.store().list_keys(door.settings.storage.artefacts_bucket, PREFIX)
+    days = {item.key[len(PREFIX):-len(suffix)] for item in keys if item.key.endswith(suffix)}
+    return sorted(days, reverse=True)[:MAX_DAYS]
+
+
+def stored_report(door: Door, day: str) -> dict[str, Any] | None:
+    """What the day's audit stored (summary, findings, who opened what); None when it has not run."""
+    store, bucket, key = door.store(), door.settings.storage.artefacts_bucket, DayReports(day).audit("json")
+    if not store.exists(bucket, key):
+        return None
+    report: dict[str, Any] = json.loads(store.get_bytes(bucket, key))
+    return report
+
+
+@router.get("/reports/qa", response_class=HTMLResponse)
+def qa_days(request: Request, door: CallDoor) -> HTMLResponse:
+    """The days whose QA report is stored, each leading to it."""
+    door.log("list", detail="the days with a QA report")
+    return render_page(request, "qa_days.html", here="findings", days=stored_days(door))
+
+
+@router.get("/reports/qa/{day}", response_class=HTMLResponse)
+def qa_report(request: Request, day: Annotated[str, PathParam(pattern=DAY_PATTERN)], door: CallDoor) -> HTMLResponse:
+    """The day's QA report: counts per rule and agent, each finding in words and linked to its second on the
+    call page, and who opened which call that day."""
+    calendar_day(day, "day")
+    report = stored_report(door, day)
+    if report is None:
+        return render_page(request, "qa_report.html", here="findings", day=day, summary=None)
+    door.log("read", detail=f"the QA report of {day}")
+    findings = [Finding.from_dict(f) for f in report["findings"]]
+    rules = audit_rules(door.settings)
+    return render_page(request, "qa_report.html", here="findings", day=day, summary=report["summary"],
+                       findings=[(f, finding_link(f, "")) for f in findings], opened=report.get("opened") or [],
+                       words=[finding_words(f.to_dict(), rules) for f in findings],
+                       rule_search=lambda rule: urlencode({"rule": rule, "date_from": day, "date_to": day}))
