@@ -31,8 +31,10 @@ CSV_FIELDS = ["rule_id", "severity", "key", "agent_id", "speaker", "start", "end
 
 
 def finding_link(f: Finding, search_url: str) -> str:
-    """Where the call page opens this recording at this second."""
-    return f"{search_url.rstrip('/')}/call/{f.recording_id}?t={f.start:.2f}"
+    """Where the call page opens this recording at this second: under ``search_url`` (the stored report, read
+    outside the app), or relative to the page's ``<base href>`` when it is empty (the report the app serves)."""
+    base = f"{search_url.rstrip('/')}/" if search_url else ""
+    return f"{base}call/{f.recording_id}?t={f.start:.2f}"
 
 
 def report_csv(result: AuditResult, search_url: str) -> str:

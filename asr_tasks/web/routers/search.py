@@ -1,11 +1,12 @@
-"""The search page and its JSON API: hits with their highlights, facets and counts, and the recording an audit
-link points at. Every search and every recording opened goes to the access log (``door.py``)."""
+"""The search page and its JSON API: hits with their highlights, facets and counts, the calls a search by
+filters alone lists (a finding rule, an agent, a day: no words), and the recording an audit link points at.
+Every search and every recording opened goes to the access log (``door.py``)."""
 
 from __future__ import annotations
 
 import html
 from dataclasses import asdict
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -13,7 +14,8 @@ from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
 from asr_tasks.config import Settings
-from asr_tasks.index.query import HL_CLOSE, HL_OPEN, CursorError, Filters, IndexBackendError, clock
+from asr_tasks.index.query import HL_CLOSE, HL_OPEN, CursorError, Filters, IndexBackendError, blank, clock
+from asr_tasks.web.call_page import audit_rules, finding_words
 from asr_tasks.inputs import speaker_names
 from asr_tasks.web.deps import MAX_QUERY_CHARS, AppSettings, CheckedQuery, Filter, PageSize, SearchFilters, Second, gone
 from asr_tasks.web.door import CallDoor, Door
@@ -41,39 +43,104 @@ def speakers(settings: Settings) -> list[str]:
     return speaker_names(settings.audio)
 
 
-def facets(form: dict[str, str], counts: Sequence[Any], rules: dict[str, int]) -> dict[str, list[tuple[str, int, str]]]:
-    """Hits per agent, per day and per finding rule, each with the query string that narrows the search to it."""
+def facets(form: dict[str, str], counts: Sequence[Any], rules: dict[str, int],
+           unit: str = "hits") -> list[tuple[str, list[tuple[str, int, str]]]]:
+    """Per agent and per day (``unit``: the search's matching segments, "hits", or its "calls"), and calls per
+    finding rule, each titled with what it counts and each entry with the query string that narrows to it."""
     def narrowed(**change: str) -> str:
         return urlencode({**form, **change})
 
     agents: dict[str, int] = {}
     days: dict[str, int] = {}
     for c in counts:
-        agents[c.agent_id or ""] = agents.get(c.agent_id or "", 0) + c.segments
-        days[c.call_date or ""] = days.get(c.call_date or "", 0) + c.segments
-    return {
-        "agent": [(a or "-", n, narrowed(agent=a)) for a, n in sorted(agents.items(), key=lambda x: -x[1]) if a],
-        "day": [(d, n, narrowed(date_from=d, date_to=d)) for d, n in sorted(days.items()) if d],
-        "finding": [(r, n, narrowed(rule=r)) for r, n in sorted(rules.items(), key=lambda x: -x[1])],
-    }
+        n = c.segments if unit == "hits" else c.recordings
+        agents[c.agent_id or ""] = agents.get(c.agent_id or "", 0) + n
+        days[c.call_date or ""] = days.get(c.call_date or "", 0) + n
+    return [
+        (f"{unit} per agent", [(a, n, narrowed(agent=a)) for a, n in sorted(agents.items(), key=lambda x: -x[1]) if a]),
+        (f"{unit} per day", [(d, n, narrowed(date_from=d, date_to=d)) for d, n in sorted(days.items()) if d]),
+        ("calls per finding", [(r, n, narrowed(rule=r)) for r, n in sorted(rules.items(), key=lambda x: -x[1])]),
+    ]
 
 
-def hits_view(q: str, filters: Filters, form: dict[str, str], after: str, door: Door) -> tuple[dict[str, Any], int]:
-    """One page of hits, with counts and facets on the first page, logged; or why not (400, 503)."""
+def answered(ask: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], int]:
+    """What the index answered, or why not: a cursor or filter it refuses (400), a backend it cannot reach (503)."""
     try:
-        result = door.index().search_page(q, filters, size=PAGE_SIZE, after=after or None, open_tag=HL_OPEN,
-                                          close_tag=HL_CLOSE)
-        counts = [] if after else door.index().counts(q, filters)
-        rules = {} if after else door.index().rule_counts(q, filters)
+        return ask(), 200
     except (CursorError, ValueError) as exc:
         return {"error": str(exc)}, 400
     except IndexBackendError as exc:
         return {"error": str(exc)}, 503
-    view = {"hits": result.hits, "counts": counts, "next_after": result.next_after,
-            "next_query": urlencode({**form, "after": result.next_after or ""}), "facets": facets(form, counts, rules)}
-    door.log("search", query=q, filters=asdict(filters), hits=sum(c.segments for c in counts) if counts
-             else len(result.hits), detail=f"page after {after}" if after else None)
-    return view, 200
+
+
+def hits_view(q: str, filters: Filters, form: dict[str, str], after: str, door: Door) -> tuple[dict[str, Any], int]:
+    """One page of hits, with counts and facets on the first page, logged; or why not (400, 503)."""
+    def ask() -> dict[str, Any]:
+        result = door.index().search_page(q, filters, size=PAGE_SIZE, after=after or None, open_tag=HL_OPEN,
+                                          close_tag=HL_CLOSE)
+        counts = [] if after else door.index().counts(q, filters)
+        rules = {} if after else door.index().rule_counts(q, filters)
+        return {"hits": result.hits, "counts": counts, "next_after": result.next_after,
+                "next_query": urlencode({**form, "after": result.next_after or ""}),
+                "facets": facets(form, counts, rules)}
+
+    view, status = answered(ask)
+    if status == 200:
+        door.log("search", query=q, filters=asdict(filters), hits=sum(c.segments for c in view["counts"])
+                 if view["counts"] else len(view["hits"]), detail=f"page after {after}" if after else None)
+    return view, status
+
+
+def call_findings(calls: list[dict[str, Any]], rule: str | None, door: Door) -> dict[str, list[dict[str, Any]]]:
+    """The findings of the listed calls (of ``rule`` only, when the search asks for one), in words, by call."""
+    listed, rules = {c["recording_id"] for c in calls}, audit_rules(door.settings)
+    found: dict[str, list[dict[str, Any]]] = {}
+    for day in sorted({c.get("call_date") or "" for c in calls}):
+        for f in door.index().findings(day):
+            if f["recording_id"] in listed and rule in (None, f["rule_id"]):
+                found.setdefault(f["recording_id"], []).append({**f, "words": finding_words(f, rules)})
+    return {rid: sorted(fs, key=lambda f: float(f["start"])) for rid, fs in found.items()}
+
+
+def calls_view(filters: Filters, form: dict[str, str], after: str, door: Door) -> tuple[dict[str, Any], int]:
+    """A search by filters alone: one page of the calls they let through, each with its findings, and calls per
+    agent, day and finding on the first page, logged; or why not (400, 503)."""
+    def ask() -> dict[str, Any]:
+        page = door.index().calls("", filters, size=PAGE_SIZE, after=after or None)
+        counts = [] if after else door.index().counts("", filters)
+        rules = {} if after else door.index().rule_counts("", filters)
+        found = call_findings(page.calls, filters.rule, door)
+        return {"calls": [{**c, "findings": found.get(c["recording_id"], [])} for c in page.calls],
+                "counts": counts, "next_after": page.next_after,
+                "next_query": urlencode({**form, "after": page.next_after or ""}),
+                "facets": facets(form, counts, rules, "calls")}
+
+    view, status = answered(ask)
+    if status == 200:
+        door.log("search", query="", filters=asdict(filters), hits=sum(c.recordings for c in view["counts"])
+                 if view["counts"] else len(view["calls"]), detail="calls" + (f", page after {after}" if after else ""))
+    return view, status
+
+
+def asked(form: dict[str, str]) -> str:
+    """What a search asked for, in words: its query and every filter it set."""
+    names = {"rule": "finding", "agent": "agent", "speaker": "speaker", "quality": "quality", "date_from": "from",
+             "date_to": "to", "non_talk_percent": "non-talk ≥ %", "agent_interruptions": "agent interrupts ≥"}
+    said = [f"“{form['q'].strip()}”"] if form["q"].strip() else []
+    return ", ".join(said + [f"{label} {form[name]}" for name, label in names.items() if form.get(name)])
+
+
+def tries(form: dict[str, str]) -> list[str]:
+    """What to try when a search finds nothing: each way it could be widened."""
+    out = []
+    if form["q"].strip():
+        out.append("fewer words, or | between them (refund | return)")
+    if form.get("date_from") or form.get("date_to"):
+        out.append("a wider range of days")
+    if any(form.get(name) for name in ("rule", "agent", "speaker", "quality", "non_talk_percent",
+                                       "agent_interruptions")):
+        out.append("one filter fewer")
+    return out or ["words, or a filter alone: a finding, an agent or a day"]
 
 
 def focus_view(recording_id: str, t: float, door: Door) -> tuple[dict[str, Any], int]:
@@ -111,19 +178,25 @@ def page(
     form = {"q": q, "date_from": date_from, "date_to": date_to, "agent": agent, "speaker": speaker,
             "quality": quality, "rule": rule, "non_talk_percent": non_talk_percent,
             "agent_interruptions": agent_interruptions}
-    view: dict[str, Any] = {"hits": None, "counts": [], "next_after": None, "focus": None, "error": "", "facets": {}}
+    view: dict[str, Any] = {"hits": None, "calls": None, "counts": [], "next_after": None, "focus": None,
+                            "error": "", "facets": []}
     status = 200
     if len(q) > MAX_QUERY_CHARS:
         view["error"], status = f"the query is longer than {MAX_QUERY_CHARS} characters", 400
-    elif q.strip():
+    elif not blank(q):
         found, status = hits_view(q, filters, form, after, door)
+        view.update(found)
+    elif filters.narrows():
+        found, status = calls_view(filters, form, after, door)
         view.update(found)
     elif recording_id:
         found, status = focus_view(recording_id, t, door)
         view.update(found)
-    return render_page(request, "search.html", status, form=form, speakers=speakers(settings), query=q, t=t,
-                       page_size=PAGE_SIZE, clock=clock, marked=highlighted,
-                       call_query=lambda h: urlencode({"q": q, "t": f"{h.start:.1f}"}),
+    back = urlencode({**form, "after": after})
+    return render_page(request, "search.html", status, here="search", form=form, speakers=speakers(settings),
+                       rules=sorted({*audit_rules(settings), *([rule] if rule else [])}), query=q, t=t,
+                       page_size=PAGE_SIZE, clock=clock, marked=highlighted, asked=asked(form), tries=tries(form),
+                       call_query=lambda t: urlencode({"q": q, "t": f"{t:.1f}", "back": back}),
                        export_query=urlencode({"q": q, **{k: v for k, v in asdict(filters).items() if v is not None}}),
                        **view)
 
