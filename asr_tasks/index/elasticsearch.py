@@ -43,6 +43,7 @@ from elasticsearch import ApiError, BadRequestError, Elasticsearch, NotFoundErro
 from asr_tasks import retry
 from asr_tasks.config import EsRefresh, IndexSettings
 from asr_tasks.index.base import TranscriptIndex, recording_fields, transcript_summary
+from asr_tasks.index.es_results import AGENT_DAY_SOURCES, CALL_SOURCES, HIGHLIGHT_FIELD, row, search_hit
 from asr_tasks.index.es_node import ENGLISH_STEMMERS, ElasticsearchIndexError, connect, load_template, missing_module
 from asr_tasks.index.query import (
     HL_CLOSE,
@@ -54,11 +55,10 @@ from asr_tasks.index.query import (
     blank,
     decode_cursor,
     encode_cursor,
-    restore_highlight,
     to_elasticsearch,
 )
 from asr_tasks.index.query import parse as parse_query
-from asr_tasks.models import Quarantine, Recording, SearchHit, Segment, Transcript
+from asr_tasks.models import Quarantine, Recording, Segment, Transcript
 
 log = logging.getLogger(__name__)
 KINDS = ("segments", "recordings", "findings")
@@ -66,7 +66,6 @@ MAX_RULE_RECORDINGS = 10_000  # calls a finding-rule filter or facet handles at 
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 REFRESH_VALUES = get_args(EsRefresh)
 TEXT_FIELDS = ["text", "text.en"]
-HIGHLIGHT_FIELD = "text.en"
 PAGE = 1000  # documents per request when scanning (recordings, findings)
 
 T = TypeVar("T")
@@ -337,15 +336,15 @@ class ElasticsearchIndex(TranscriptIndex):
     def recording(self, recording_id: str) -> dict[str, Any] | None:
         """The current recording document with this id (bucket, key, call date, state, ...)."""
         hits = self._search("recordings", query={"term": {"recording_id": recording_id}}, size=1)["hits"]["hits"]
-        return _row(hits[0]["_source"]) if hits else None
+        return row(hits[0]["_source"]) if hits else None
 
     def recordings(self, call_date: str | None = None) -> list[dict[str, Any]]:
         """The day's recording documents, as the view shows them (quality, state and reason copied from the gate)."""
         query = {"term": {"call_date": call_date}} if call_date else {"match_all": {}}
         fields = ("recording_id", "key", "call_date", "state", "reason", "quality", "quality_failures", "segments",
                   "model", "pipeline_version")
-        return [{f: row.get(f) for f in fields}
-                for row in map(_row, self._scan("recordings", query, [{"key": "asc"}, {"recording_id": "asc"}]))]
+        return [{f: doc.get(f) for f in fields}
+                for doc in map(row, self._scan("recordings", query, [{"key": "asc"}, {"recording_id": "asc"}]))]
 
     def _filters(self, filters: Filters) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -403,24 +402,7 @@ class ElasticsearchIndex(TranscriptIndex):
         if after is not None:
             body["search_after"] = decode_cursor(after, 3)
         hits = self._search("segments", **body)["hits"]["hits"]
-        page = []
-        for hit in hits[:size]:
-            src = hit["_source"]
-            marked = (hit.get("highlight", {}).get(HIGHLIGHT_FIELD) or [src["text"]])[0]
-            page.append(SearchHit(
-                recording_id=src["recording_id"],
-                key=src["key"],
-                call_date=src.get("call_date") or "",
-                speaker=src["speaker"],
-                channel=src["channel"],
-                start=src["start"],
-                end=src["end"],
-                text=src["text"],
-                highlight=restore_highlight(src["text"], marked, open_tag, close_tag),
-                agent_id=src.get("agent_id"),
-                score=round(float(hit.get("_score") or 0.0), 4),
-                quality=src.get("quality"),
-            ))
+        page = [search_hit(hit, open_tag, close_tag) for hit in hits[:size]]
         next_after = encode_cursor(hits[size - 1]["sort"]) if len(hits) > size and size > 0 else None
         return SearchPage(page, next_after)
 
@@ -429,10 +411,7 @@ class ElasticsearchIndex(TranscriptIndex):
         es_query = self._query(query, filters)
         if es_query is None:
             return CallsPage([])
-        composite: dict[str, Any] = {"size": size + 1, "sources": [
-            {"day": {"date_histogram": {"field": "call_date", "calendar_interval": "1d", "format": "yyyy-MM-dd",
-                                        "missing_bucket": True}}},
-            {"key": {"terms": {"field": "key"}}}, {"call": {"terms": {"field": "recording_id"}}}]}
+        composite: dict[str, Any] = {"size": size + 1, "sources": CALL_SOURCES}
         if after is not None:
             composite["after"] = dict(zip(("day", "key", "call"), decode_cursor(after, 3)))
         result = self._search("segments", query=es_query, size=0, track_total_hits=False,
@@ -440,7 +419,7 @@ class ElasticsearchIndex(TranscriptIndex):
         buckets = result.get("aggregations", {}).get("calls", {}).get("buckets", [])
         page = buckets[:size]
         ids = [b["key"]["call"] for b in page]
-        docs = {src["recording_id"]: _row(src) for src in self._scan("recordings", {"terms": {"recording_id": ids}},
+        docs = {src["recording_id"]: row(src) for src in self._scan("recordings", {"terms": {"recording_id": ids}},
                                                                      [{"recording_id": "asc"}])} if ids else {}
         calls = [{**docs[b["key"]["call"]], "hits": b["doc_count"]} for b in page if b["key"]["call"] in docs]
         last = page[-1]["key"] if page else {}
@@ -452,14 +431,7 @@ class ElasticsearchIndex(TranscriptIndex):
         es_query = self._query(query, filters)
         if es_query is None:
             return []
-        composite: dict[str, Any] = {
-            "size": PAGE,
-            "sources": [
-                {"agent": {"terms": {"field": "agent_id", "missing_bucket": True}}},
-                {"day": {"date_histogram": {"field": "call_date", "calendar_interval": "1d",
-                                            "format": "yyyy-MM-dd", "missing_bucket": True}}},
-            ],
-        }
+        composite: dict[str, Any] = {"size": PAGE, "sources": AGENT_DAY_SOURCES}
         out: list[AgentDayCount] = []
         while True:
             aggs = {"per_agent_day": {"composite": composite,
@@ -516,9 +488,3 @@ class ElasticsearchIndex(TranscriptIndex):
         return [src["finding"] for src in self._scan("findings", {"term": {"call_date": call_date}},
                                                      [{"seq": "asc"}, {"finding_id": "asc"}])]
 
-
-def _row(src: dict[str, Any]) -> dict[str, Any]:
-    """A recording document in the shape of the SQLite index's rows (failures as one comma-separated string)."""
-    row = dict(src)
-    row["quality_failures"] = ",".join(src.get("quality_failures") or []) or None
-    return row

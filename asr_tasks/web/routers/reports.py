@@ -18,7 +18,7 @@ from asr_tasks.audit.rules import Finding
 from asr_tasks.version import DayReports
 from asr_tasks.web.call_page import audit_rules, finding_words
 from asr_tasks.web.door import CallDoor, Door
-from asr_tasks.web.pages import render_page
+from asr_tasks.web.pages import held, render_page
 from asr_tasks.web.routers.progress import DAY_PATTERN, calendar_day
 
 PERMISSION = "read"
@@ -64,6 +64,8 @@ def qa_report(request: Request, day: Annotated[str, PathParam(pattern=DAY_PATTER
     findings = [Finding.from_dict(f) for f in report["findings"]]
     rules = audit_rules(door.settings)
     return render_page(request, "qa_report.html", here="findings", day=day, summary=report["summary"],
-                       findings=[(f, finding_link(f, "")) for f in findings], opened=report.get("opened") or [],
+                       findings=[(f, finding_link(f, "")) for f in findings],
+                       # who opened which call is the access log's: shown only to those who may read it
+                       opened=(report.get("opened") or []) if "access_log" in held(request) else [],
                        words=[finding_words(f.to_dict(), rules) for f in findings],
                        rule_search=lambda rule: urlencode({"rule": rule, "date_from": day, "date_to": day}))

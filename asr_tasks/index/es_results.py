@@ -1,0 +1,35 @@
+"""How Elasticsearch's answers become the index's: a segment hit as a ``SearchHit``, a recording document as
+a row shaped like the SQLite index's, and the composite aggregations the calls list and the facets page through.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asr_tasks.index.query import restore_highlight
+from asr_tasks.models import SearchHit
+
+HIGHLIGHT_FIELD = "text.en"
+_DAY = {"date_histogram": {"field": "call_date", "calendar_interval": "1d", "format": "yyyy-MM-dd",
+                           "missing_bucket": True}}
+CALL_SOURCES = [{"day": _DAY}, {"key": {"terms": {"field": "key"}}}, {"call": {"terms": {"field": "recording_id"}}}]
+AGENT_DAY_SOURCES = [{"agent": {"terms": {"field": "agent_id", "missing_bucket": True}}}, {"day": _DAY}]
+
+
+def search_hit(hit: dict[str, Any], open_tag: str, close_tag: str) -> SearchHit:
+    """A segment hit, its highlight (from ``text.en``) mapped back onto the segment's own text."""
+    src = hit["_source"]
+    marked = (hit.get("highlight", {}).get(HIGHLIGHT_FIELD) or [src["text"]])[0]
+    return SearchHit(
+        recording_id=src["recording_id"], key=src["key"], call_date=src.get("call_date") or "",
+        speaker=src["speaker"], channel=src["channel"], start=src["start"], end=src["end"], text=src["text"],
+        highlight=restore_highlight(src["text"], marked, open_tag, close_tag), agent_id=src.get("agent_id"),
+        score=round(float(hit.get("_score") or 0.0), 4), quality=src.get("quality"),
+    )
+
+
+def row(src: dict[str, Any]) -> dict[str, Any]:
+    """A recording document in the shape of the SQLite index's rows (failures as one comma-separated string)."""
+    shaped = dict(src)
+    shaped["quality_failures"] = ",".join(src.get("quality_failures") or []) or None
+    return shaped
