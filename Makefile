@@ -18,7 +18,7 @@ export HF_HUB_OFFLINE := 1
 export PYTHONWARNINGS := ignore
 
 .PHONY: demo test test-celery lint docs setup test-setup system-deps test-system-deps venv test-venv test-services model \
-	airflow-init standalone clean
+	airflow-init standalone standalone-stop clean
 
 demo: setup airflow-init
 	@echo "== writing the demo corpus for $(DEMO_DATE)"
@@ -124,9 +124,14 @@ airflow-init: venv
 	@$(BIN)/airflow db migrate > var/airflow/db-migrate.log 2>&1 || { tail -n 30 var/airflow/db-migrate.log; exit 1; }
 	@$(BIN)/asr pools --apply > /dev/null
 
-# airflow standalone starts its parts as `airflow ...` processes: the venv's bin/ must be on PATH.
+# Airflow on this machine (include/airflow/standalone.py): scheduler, DAG processor, triggerer and API server,
+# one LocalExecutor worker per core, every port on 127.0.0.1. One Ctrl-C, or `make standalone-stop` from another
+# terminal, stops every process it started (exec: the script is make's child and gets make's SIGTERM too).
 standalone: setup airflow-init
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(BIN)/airflow standalone
+	exec $(BIN)/python include/airflow/standalone.py
+
+standalone-stop:
+	@$(BIN)/python include/airflow/standalone.py stop
 
 clean:
 	rm -rf var

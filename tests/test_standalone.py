@@ -1,12 +1,16 @@
-"""`make standalone` for real: Airflow's standalone on a free port runs a two-day backfill of the daily DAG,
-started with `asr backfill` (which refuses a DAG Airflow does not know yet, and a paused one)."""
+"""`make standalone` for real: sized to the machine, every port on 127.0.0.1, stopped whole by one Ctrl-C or
+`make standalone-stop`; and a two-day backfill of the daily DAG through it, started with `asr backfill` (which
+refuses a DAG Airflow does not know yet, and a paused one)."""
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import json
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -20,30 +24,181 @@ from asr_tasks.config import PROJECT_ROOT
 
 BIN = Path(sys.executable).parent
 DAYS = ("2026-11-20", "2026-11-21")
+SCRIPT = PROJECT_ROOT / "include" / "airflow" / "standalone.py"
 
 
-def test_make_standalone_puts_the_venvs_commands_on_path() -> None:
-    dry = subprocess.run(["make", "-n", "standalone"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
-    assert dry.returncode == 0, dry.stderr
-    assert f'PATH="{PROJECT_ROOT}/.venv/bin:$PATH" .venv/bin/airflow standalone' in dry.stdout
+def test_make_standalone_runs_the_script_as_makes_own_child() -> None:
+    for target, line in (("standalone", "exec .venv/bin/python include/airflow/standalone.py"),
+                         ("standalone-stop", ".venv/bin/python include/airflow/standalone.py stop")):
+        dry = subprocess.run(["make", "-n", target], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
+        assert dry.returncode == 0, dry.stderr
+        assert dry.stdout.splitlines()[-1] == line
+
+
+def standalone_env(tmp_path: Path) -> dict[str, str]:
+    """The DAG tests' isolated Airflow, on free ports: the API server's and the two log servers'."""
+    from services import free_port
+    from test_dag import airflow_env
+
+    return {**airflow_env(tmp_path), "PATH": f"{BIN}:/usr/bin:/bin", "AIRFLOW__API__PORT": str(free_port()),
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port())}
+
+
+def make(target: str, env: dict[str, str]) -> list[str]:
+    """`make <target>` on this isolated Airflow (the Makefile's own AIRFLOW_* settings overridden), its
+    prerequisites taken as made: the test prepares the database itself."""
+    return ["make", "-s", "-o", "setup", "-o", "airflow-init", target,
+            *(f"{k}={v}" for k, v in env.items() if k.startswith("AIRFLOW"))]
+
+
+def prepare(env: dict[str, str], cwd: Path) -> None:
+    for step in (["airflow", "db", "migrate"], ["asr", "pools", "--apply"]):
+        proc = subprocess.run(step, env=env, capture_output=True, text=True, timeout=300, cwd=cwd)
+        assert proc.returncode == 0, f"{step}: {proc.stderr[-2000:]}"
+
+
+def wait_until_healthy(env: dict[str, str], server: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}/api/v2/monitor/health",
+                                        timeout=5) as answer:
+                health = json.load(answer)
+            if all(health[part]["status"] == "healthy" for part in ("scheduler", "dag_processor", "triggerer")):
+                return
+        except (OSError, KeyError):
+            pass
+        assert time.monotonic() < deadline and server.poll() is None, log.read_text()[-3000:]
+        time.sleep(1)
+
+
+def processes() -> dict[int, tuple[int, int, str]]:
+    """Every process that is not a zombie: pid -> (parent, session, command line)."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit():
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if stat[0] != "Z":
+                    command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+                    found[int(entry.name)] = (int(stat[1]), int(stat[3]), command)
+        except OSError:
+            continue
+    return found
+
+
+def below(root: int) -> dict[int, tuple[int, int, str]]:
+    """The processes under ``root``."""
+    everything = processes()
+    found: dict[int, tuple[int, int, str]] = {}
+    todo = [root]
+    while todo:
+        parent = todo.pop()
+        for pid, row in everything.items():
+            if row[0] == parent and pid not in found:
+                found[pid] = row
+                todo.append(pid)
+    return found
+
+
+def left_over(sessions: set[int], home: str) -> dict[int, str]:
+    """What is still running of a standalone: any process in one of the sessions its processes were in (a
+    process whose parent died keeps its session), or whose environment names its AIRFLOW_HOME (Airflow's
+    renamed processes overwrite theirs, hence the sessions)."""
+    needle = f"AIRFLOW_HOME={home}".encode()
+    found = {}
+    for pid, (_, session, command) in processes().items():
+        try:
+            named = needle in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            named = False
+        if session in sessions or named:
+            found[pid] = command
+    return found
+
+
+def listening(pids: set[int]) -> set[tuple[str, int]]:
+    """The TCP addresses these processes listen on, from /proc/net: (address, port)."""
+    inodes = set()
+    for pid in pids:
+        try:
+            links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+        except OSError:
+            continue
+        inodes |= {link[len("socket:[") : -1] for link in links if link.startswith("socket:[")}
+    found = set()
+    for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
+        for row in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = row.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
+                address, port = fields[1].split(":")
+                raw = b"".join(bytes.fromhex(address[i : i + 8])[::-1] for i in range(0, len(address), 8))
+                found.add((socket.inet_ntop(family, raw), int(port, 16)))
+    return found
+
+
+@pytest.mark.e2e
+def test_one_ctrl_c_stops_every_process_of_make_standalone(tmp_path: Path) -> None:
+    """Sized to the machine (one LocalExecutor worker per core, at least two, not Airflow's 32), listening on
+    127.0.0.1 only, and after one SIGINT to make's process group (what Ctrl-C in a terminal sends) make returns
+    with no process of it left."""
+    env = standalone_env(tmp_path)
+    home = env["AIRFLOW_HOME"]
+    prepare(env, tmp_path)
+    log = tmp_path / "standalone.log"
+    with log.open("w") as out:
+        server = subprocess.Popen(make("standalone", env), env=env, cwd=PROJECT_ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_until_healthy(env, server, log)
+        deadline = time.monotonic() + 60  # the scheduler forks its executor's workers all at once, once started
+        while not (workers := [c for _, _, c in below(server.pid).values() if c.startswith("airflow worker")]):
+            assert time.monotonic() < deadline, below(server.pid)
+            time.sleep(0.5)
+        assert len(workers) == max(2, len(os.sched_getaffinity(0))), workers
+        assert all("LocalExecutor" in worker for worker in workers), workers
+        running = below(server.pid)
+        addresses = listening(set(running))
+        ports = {int(env[k]) for k in ("AIRFLOW__API__PORT", "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT",
+                                       "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT")}
+        assert {port for _, port in addresses} == ports, addresses
+        assert all(ipaddress.ip_address(address).is_loopback for address, _ in addresses), addresses
+
+        sessions = {session for _, session, _ in below(server.pid).values()}
+        os.killpg(server.pid, signal.SIGINT)
+        server.wait(timeout=120)
+        assert left_over(sessions, home) == {}, log.read_text()[-3000:]
+        assert not (Path(home) / "standalone.pid").exists()
+        assert "SIGINT: stopping every part" in log.read_text()
+    finally:
+        stop_for_good(server, home)
+
+
+def stop_for_good(server: subprocess.Popen[bytes], home: str) -> None:
+    """What a failed test leaves: one SIGTERM to all of it, then SIGKILL to what is still there."""
+    sessions = {server.pid} | {session for _, session, _ in below(server.pid).values()}
+    if server.poll() is None:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+    for pid in left_over(sessions, home):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.e2e
 def test_standalone_runs_a_backfill_of_two_days(tmp_path: Path, model_dir: Path, jfk: Path) -> None:
-    from services import free_port
-    from test_dag import airflow_env
-
-    port = free_port()
-    env = {**airflow_env(tmp_path),
-           "PATH": f"{BIN}:/usr/bin:/bin",  # what `make standalone` does: its parts are started as `airflow ...`
-           "AIRFLOW__API__PORT": str(port), "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://localhost:{port}/execution/"}
+    """The script `make standalone` runs, with a backfill through it to the end; `make standalone-stop` then
+    stops it whole."""
+    env = standalone_env(tmp_path)
+    home = env["AIRFLOW_HOME"]
     for day in DAYS:
         folder = tmp_path / "store" / "recordings" / "calls" / day.replace("-", "/")
         folder.mkdir(parents=True)
         shutil.copy(jfk, folder / f"call_{day[-2:]}.flac")
-    for step in (["airflow", "db", "migrate"], ["asr", "pools", "--apply"]):
-        proc = subprocess.run(step, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-        assert proc.returncode == 0, f"{step}: {proc.stderr[-2000:]}"
+    prepare(env, tmp_path)
     backfill = ["asr", "backfill", "--from", DAYS[0], "--to", DAYS[-1], "--max-active-runs", "2"]
 
     def asr_backfill(*extra: str) -> subprocess.CompletedProcess[str]:
@@ -52,21 +207,12 @@ def test_standalone_runs_a_backfill_of_two_days(tmp_path: Path, model_dir: Path,
 
     proc = asr_backfill()
     assert proc.returncode == 2 and "Airflow does not know transcribe_daily" in proc.stderr, proc
-    log = (tmp_path / "standalone.log").open("w")
-    server = subprocess.Popen(["airflow", "standalone"], env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True)
+    log = tmp_path / "standalone.log"
+    with log.open("w") as out:
+        server = subprocess.Popen([sys.executable, str(SCRIPT)], env=env, cwd=tmp_path, stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/monitor/health", timeout=5) as answer:
-                    health = json.load(answer)
-                if health["scheduler"]["status"] == "healthy" and health["dag_processor"]["status"] == "healthy":
-                    break
-            except (OSError, KeyError):
-                pass
-            assert time.monotonic() < deadline and server.poll() is None, (tmp_path / "standalone.log").read_text()[-3000:]
-            time.sleep(1)
+        wait_until_healthy(env, server, log)
         proc = subprocess.run(["airflow", "dags", "reserialize"], env=env, capture_output=True, text=True,
                               timeout=300, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr[-2000:]
@@ -86,16 +232,19 @@ def test_standalone_runs_a_backfill_of_two_days(tmp_path: Path, model_dir: Path,
             if sorted(states) == list(DAYS) and set(states.values()) == {"indexed"}:
                 break
             time.sleep(2)
-        assert states == dict.fromkeys(DAYS, "indexed"), (states, (tmp_path / "standalone.log").read_text()[-4000:])
+        assert states == dict.fromkeys(DAYS, "indexed"), (states, log.read_text()[-4000:])
         report = json.loads(subprocess.run(["asr", "progress", "--from", DAYS[0], "--to", DAYS[-1], "--by", "day",
                                             "--json"], env=env, capture_output=True, text=True, timeout=120,
                                            check=True).stdout)
         assert [(p["period"], p["states"]) for p in report["periods"]] == [(d, {"indexed": 1}) for d in DAYS]
         assert report["audio_hours_done"] == pytest.approx(2 * 11.0 / 3600, abs=1e-3)
+
+        sessions = {session for _, session, _ in below(server.pid).values()}
+        proc = subprocess.run(make("standalone-stop", env), env=env, cwd=PROJECT_ROOT, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0 and f"stopped (pid {server.pid})" in proc.stdout, proc
+        assert server.wait(timeout=10) == 0
+        assert left_over(sessions, home) == {}, log.read_text()[-3000:]
+        assert "SIGTERM: stopping every part" in log.read_text()
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-        log.close()
+        stop_for_good(server, home)
