@@ -158,7 +158,7 @@ print(json.dumps(out))
 
 @pytest.mark.e2e
 def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> None:
-    env = {**airflow_env(tmp_path), "ASR_SHARD_MAX_RECORDINGS": "3"}  # 8 recordings: three shards
+    env = {**airflow_env(tmp_path), "ASR_SHARD_MAX_RECORDINGS": "3"}  # 9 recordings: three shards
     asr, airflow = str(BIN / "asr"), str(BIN / "airflow")
     for step in (
         [airflow, "db", "migrate"],
@@ -191,6 +191,7 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
         "call_0001.wav": "indexed", "call_0002.wav": "indexed", "call_0003.mp3": "indexed",
         "call_0004.wav": "indexed", "call_0005_jfk.flac": "indexed",
         "call_0006.wav": "needs_review", "call_0007.wav": "quarantined", "call_0008.ogg": "indexed",
+        "call_0009_zh.flac": "indexed",
     }
 
     hits = json.loads(run([asr, "search", "ask not what your country", "--json"], env).stdout)
@@ -199,6 +200,13 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
     assert {"recording_id", "key", "speaker", "start", "end", "text", "highlight"} <= set(hits[0])
     text = " ".join(re.findall(r"[a-z]+", " ".join(h["text"] for h in hits).lower()))
     assert "ask not what your country can do for you" in text
+
+    # The Mandarin call is found by its words, on its own and beside English ones in one query.
+    zh = json.loads(run([asr, "search", "达摩院", "--json"], env).stdout)
+    assert [h["key"].rsplit("/", 1)[-1] for h in zh] == ["call_0009_zh.flac"]
+    assert "欢迎大家来体验达摩院" in zh[0]["text"] and 0 <= zh[0]["start"] < zh[0]["end"] <= 5.6
+    both = json.loads(run([asr, "search", '达摩院 | "ask not"', "--json"], env).stdout)
+    assert {h["key"].rsplit("/", 1)[-1] for h in both} == {"call_0009_zh.flac", "call_0005_jfk.flac"}
 
     # The stereo call keeps both sides apart: the agent's words on channel 0, the customer's on 1.
     customer = json.loads(run([asr, "search", "minimum deposit", "--speaker", "customer", "--json"], env).stdout)
@@ -220,6 +228,7 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
         ("call_0003.mp3", "recording-disclosure"),
         ("call_0004.wav", "recording-disclosure"),
         ("call_0005_jfk.flac", "recording-disclosure"),
+        ("call_0009_zh.flac", "recording-disclosure"),
     }
     card = next(f for f in report["findings"] if f["rule_id"] == "card-number-read-out")
     assert card["speaker"] == "agent" and 15.0 < card["start"] < card["end"] <= 26.0  # said from ~17 s to ~25 s

@@ -2,14 +2,15 @@
 
 The calls cover what real archives hold: stereo agent/customer calls, 8 kHz
 telephone audio, compressed formats, a file whose extension lies about its
-content, a silent recording, a corrupt upload, and a real human recording
-(jfk.flac). Sidecar JSON carries agent, customer and direction.
+content, a silent recording, a corrupt upload, and two real human recordings
+shipped with the package (``data/``, see its ORIGIN.md): jfk.flac in English and
+zh_asr_example.flac in Mandarin. Sidecar JSON carries agent, customer and
+direction.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import tempfile
 import wave
@@ -24,6 +25,7 @@ from asr_tasks.intake.days import day_prefix
 from asr_tasks.intake.stores import ObjectStore
 
 JFK = Path(__file__).parent / "data" / "jfk.flac"  # package data: an installed copy has it too
+MANDARIN = Path(__file__).parent / "data" / "zh_asr_example.flac"
 TTS_RATE = 22050
 
 
@@ -145,9 +147,9 @@ def write_demo_corpus(store: ObjectStore, settings: StorageSettings, day: date) 
         files: list[tuple[Path, str, dict[str, str]]] = []
         for call in CALLS:
             files.append((_render(call, work), f"{call.call_id}.{call.ext}", call.sidecar))
-        jfk = work / "jfk.flac"
-        shutil.copyfile(JFK, jfk)
-        files.append((jfk, "call_0005_jfk.flac", {"agent_id": "AG-1004", "direction": "inbound"}))
+        files.append((JFK, "call_0005_jfk.flac", {"agent_id": "AG-1004", "direction": "inbound"}))
+        files.append((MANDARIN, "call_0009_zh.flac",
+                      {"agent_id": "AG-1006", "customer_id": "CU-5509", "direction": "inbound"}))
         silent = work / "silent.wav"
         _silence(silent, 20.0)
         files.append((silent, "call_0006.wav", {"agent_id": "AG-1002", "direction": "inbound"}))
