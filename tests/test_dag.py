@@ -7,6 +7,7 @@ import getpass
 import json
 import os
 import re
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -25,6 +26,11 @@ from asr_tasks.config import PROJECT_ROOT
 DAY = "2026-11-27"
 BIN = Path(sys.executable).parent
 HEAVY = ("torch", "transformers", "ctranslate2", "faster_whisper", "onnxruntime", "numpy")
+README = PROJECT_ROOT / "README.md"
+SECONDS_MARGIN = 1.0  # a time in the README's sample output may differ this much from a run's (CPU makes differ)
+ID_OR_TIME = re.compile(r"(\b[0-9a-f]{24}\b|\d+\.\d+)")
+READ_ONLY = {"search", "status", "audit"}  # what a README console block may run against the real run's output...
+WRITES = {"--rerun", "--export"}  # ...without these
 
 
 def airflow_env(tmp: Path) -> dict[str, str]:
@@ -56,6 +62,108 @@ def samples(path: Path) -> np.ndarray:
 
 def run(args: list[str], env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout, cwd=PROJECT_ROOT)
+
+
+def same_line(expected: str, actual: str) -> bool:
+    """Equal but for runs of spaces, recording ids (any 24 hex digits) and times (numbers with a decimal point,
+    within SECONDS_MARGIN); whole numbers (counts, digits said) are equal. A README line that ends in `...`
+    stands for every line that begins with it."""
+    abridged = expected.endswith("...")
+    want = ID_OR_TIME.split(" ".join(expected.removesuffix("...").split()))
+    got = ID_OR_TIME.split(" ".join(actual.split()))
+    if abridged and len(got) >= len(want) and got[len(want) - 1].startswith(want[-1]):
+        got = [*got[: len(want) - 1], want[-1]]
+    if len(want) != len(got) or want[::2] != got[::2]:
+        return False
+    return all(("." in a) == ("." in b) and ("." not in a or abs(float(a) - float(b)) <= SECONDS_MARGIN)
+               for a, b in zip(want[1::2], got[1::2]))
+
+
+def missing_lines(expected: list[str], actual: list[str]) -> list[str]:
+    """The README's lines that the output does not have: each run of lines between `...` lines must stand in the
+    output as consecutive lines, the runs in the README's order (what `...` leaves out may be anything)."""
+    runs: list[list[str]] = [[]]
+    for line in expected:
+        if line.strip() == "...":
+            runs.append([])
+        else:
+            runs[-1].append(line)
+    at = 0
+    for lines in filter(None, runs):
+        found = next((start for start in range(at, len(actual) - len(lines) + 1)
+                      if all(same_line(e, a) for e, a in zip(lines, actual[start:]))), None)
+        if found is None:
+            return lines
+        at = found + len(lines)
+    return []
+
+
+def readme_blocks() -> list[tuple[str, list[str]]]:
+    """The README's fenced blocks: (language, lines)."""
+    blocks: list[tuple[str, list[str]]] = []
+    language: str | None = None
+    for line in README.read_text().splitlines():
+        if line.startswith("```"):
+            if language is None:
+                language, lines = line[3:].strip(), []
+            else:
+                blocks.append((language, lines))
+                language = None
+        elif language is not None:
+            lines.append(line)
+    return blocks
+
+
+def demo_sections() -> dict[str, list[list[str]]]:
+    """What `make demo` prints after its DAG runs: each `== title` it echoes, with the asr commands under it."""
+    env = {k: v for k, v in os.environ.items() if k != "DEMO_DATE"}
+    dry = subprocess.run(["make", "-n", "demo"], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert dry.returncode == 0, dry.stderr
+    sections: dict[str, list[list[str]]] = {}
+    title = None
+    for line in dry.stdout.splitlines():
+        if echoed := re.fullmatch(r'echo "(== .*)"', line):
+            title = echoed[1]
+            sections[title] = []
+        elif title and line.startswith(".venv/bin/asr "):
+            sections[title].append(shlex.split(line))
+    return sections
+
+
+def asr_output(args: list[str], env: dict[str, str]) -> list[str]:
+    """What `.venv/bin/asr ...` prints on a terminal (stdout, then stderr), run on this run's output."""
+    assert args[0] == ".venv/bin/asr", args
+    proc = run([str(BIN / "asr"), *args[1:]], env)
+    assert proc.returncode == 0, (args, proc.stderr[-2000:])
+    return [line.rstrip() for line in (proc.stdout + proc.stderr).splitlines()]
+
+
+def check_readme_sample_output(env: dict[str, str]) -> int:
+    """Every sample of output in the README is what the demo day prints: a block of `make demo`'s `== title`
+    sections is compared with the asr commands that `make demo` runs under each title, and a `console` block's
+    `$ .venv/bin/asr ...` lines with what they print. Returns how many outputs it compared."""
+    sections = demo_sections()
+    compared = 0
+    for language, lines in readme_blocks():
+        titled = language != "console" and any(line.startswith("== ") for line in lines)
+        if not (titled or language == "console"):
+            continue
+        marker = "== " if titled else "$ "
+        starts = [n for n, line in enumerate(lines) if line.startswith(marker)] + [len(lines)]
+        assert starts[0] == 0, f"README: a sample block does not start with {marker!r}: {lines[:3]}"
+        for begin, end in zip(starts, starts[1:]):
+            head, expected = lines[begin], lines[begin + 1 : end]
+            if titled:
+                assert head in sections, f"README: {head!r} is not a section that `make demo` prints"
+                actual = [line for args in sections[head] for line in asr_output(args, env)]
+            else:
+                args = shlex.split(head[2:])
+                assert args[1:2] and args[1] in READ_ONLY and not WRITES & set(args), f"README: {head!r}"
+                actual = asr_output(args, env)
+            assert missing_lines(expected, actual) == [], (head, actual)
+            compared += 1
+    return compared
 
 
 @pytest.mark.parametrize("dag_file", ["transcribe_daily.py", "qa_audit_nightly.py", "retention.py"])
@@ -233,6 +341,9 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
     card = next(f for f in report["findings"] if f["rule_id"] == "card-number-read-out")
     assert card["speaker"] == "agent" and 15.0 < card["start"] < card["end"] <= 26.0  # said from ~17 s to ~25 s
     assert card["matched_text"].startswith("[CARD ****")  # found before masking, stored masked
+
+    # The README's sample output is this day's: make demo's sections and its console blocks.
+    assert check_readme_sample_output(env) >= 4
 
     # No card number in clear anywhere: artefacts, reports, the index, the ledger, the logs (ids, hashes, times aside).
     stored = StoredText()
