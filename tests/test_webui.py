@@ -518,7 +518,8 @@ def test_the_audio_route_serves_decoded_audio_only(settings: Settings, world: tu
 
 @pytest.mark.parametrize(("url", "status"), [
     ("/?recording_id=x&t=inf", 422), ("/?recording_id=x&t=nan", 422), ("/?recording_id=x&t=-1", 422),
-    ("/?q=" + "(" * 400 + "country" + ")" * 400, 200), ("/?q=country&after=not-a-cursor", 400),
+    ("/?q=" + "(" * 400 + "country" + ")" * 400, 400), ("/?q=country&date_from=2026-13-01", 400),
+    ("/?q=&date_from=2026-11-30&date_to=2026-11-01", 400), ("/?q=country&speaker=cust", 400), ("/?q=country&after=not-a-cursor", 400),
     ("/?q=country&after=WyJ4Il0", 400), ("/?q=" + "a" * 1001, 400),
     ("/api/search?q=country&after=WyJ4IiwgeyJhIjogMX1d", 400), ("/api/search?q=" + "a" * 1001, 422),
 ])

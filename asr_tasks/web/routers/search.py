@@ -14,10 +14,20 @@ from fastapi.responses import HTMLResponse
 from markupsafe import Markup
 
 from asr_tasks.config import Settings
-from asr_tasks.index.query import HL_CLOSE, HL_OPEN, CursorError, Filters, IndexBackendError, blank, clock
+from asr_tasks.index.query import (
+    HL_CLOSE,
+    HL_OPEN,
+    CursorError,
+    Filters,
+    IndexBackendError,
+    blank,
+    check_query,
+    checked_filters,
+    clock,
+)
 from asr_tasks.web.call_page import audit_rules, finding_words
-from asr_tasks.inputs import speaker_names
-from asr_tasks.web.deps import MAX_QUERY_CHARS, AppSettings, CheckedQuery, Filter, PageSize, SearchFilters, Second, gone
+from asr_tasks.inputs import InputError, speaker_names
+from asr_tasks.web.deps import AppSettings, CheckedQuery, Filter, PageSize, SearchFilters, Second, gone
 from asr_tasks.web.door import CallDoor, Door
 from asr_tasks.web.pages import render_page
 
@@ -36,6 +46,18 @@ def escaped_highlight(highlight: str, open_tag: str, close_tag: str) -> str:
 def highlighted(highlight: str) -> Markup:
     """A hit's highlight on the page, its matches in <mark>."""
     return Markup(escaped_highlight(highlight, "<mark>", "</mark>"))
+
+
+def checked(q: str, filters: Filters, settings: Settings) -> str:
+    """Why the form's query or filters cannot be answered as meant ("" when they can): the same checks, in the
+    same words, as the API and the CLI."""
+    try:
+        if q.strip():
+            check_query(q, "q")
+        checked_filters(filters, speakers(settings))
+    except InputError as exc:
+        return str(exc)
+    return ""
 
 
 def speakers(settings: Settings) -> list[str]:
@@ -181,8 +203,9 @@ def page(
     view: dict[str, Any] = {"hits": None, "calls": None, "counts": [], "next_after": None, "focus": None,
                             "error": "", "facets": []}
     status = 200
-    if len(q) > MAX_QUERY_CHARS:
-        view["error"], status = f"the query is longer than {MAX_QUERY_CHARS} characters", 400
+    refusal = checked(q, filters, settings)
+    if refusal:
+        view["error"], status = refusal, 400
     elif not blank(q):
         found, status = hits_view(q, filters, form, after, door)
         view.update(found)
