@@ -42,7 +42,9 @@ class AccessEntry:
 
 class AccessLog:
     """The access log of one ledger database; with a PII policy, what people typed is kept masked (a card number
-    in the search box or a filter is personal data too)."""
+    in the search box or a filter is personal data too). What people type goes in ``query`` and ``filters``
+    only: ``detail`` is what the app says of the request (bytes sent, a page's number), never masked, so that
+    a byte range is never taken for a card number."""
 
     def __init__(self, ledger: Ledger, policy: Policy | None = None) -> None:
         self.engine = ledger.engine
@@ -53,8 +55,8 @@ class AccessLog:
         if action not in ACTIONS:
             raise ValueError(f"unknown access action {action!r} (actions: {', '.join(ACTIONS)})")
         kept = {k: v for k, v in (filters or {}).items() if v not in (None, "")}
-        if self.policy is not None:  # what a person typed may be anywhere in the row: the query, a filter, the detail
-            query, detail = (mask_text(text, self.policy) if text else text for text in (query, detail))
+        if self.policy is not None:  # what a person typed: the query and the filters (the detail is the app's own)
+            query = mask_text(query, self.policy) if query else query
             kept = {k: mask_text(v, self.policy) if isinstance(v, str) else v for k, v in kept.items()}
         with self.engine.begin() as db:
             db.execute(insert(access_log).values(

@@ -81,11 +81,13 @@ class Door:
             raise missing
         return indexed(self.index(), self.ledger, recording_id)
 
-    def call(self, recording_id: str, detail: str, action: str = "read") -> tuple[dict[str, Any], list[Segment]]:
-        """The recording and its segments, logged: what the call page and the transcript exports show."""
+    def call(self, recording_id: str, detail: str, action: str = "read",
+             query: str | None = None) -> tuple[dict[str, Any], list[Segment]]:
+        """The recording and its segments, logged (with the search it was opened from, ``query``): what the call
+        page and the transcript exports show."""
         rec = self.recording(recording_id)
         segments = self.index().segments(recording_id)
-        self.log(action, recording_id=recording_id, detail=detail)
+        self.log(action, recording_id=recording_id, query=query or None, detail=detail)
         return rec, segments
 
     def artefacts(self, rec: dict[str, Any]) -> tuple[RecordingVersion, Artefacts]:

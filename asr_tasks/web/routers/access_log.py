@@ -25,8 +25,8 @@ def access_log_page(request: Request, door: CallDoor, days: int = Query(7, ge=1,
                     page: int = Query(0, ge=0, le=100_000)) -> HTMLResponse:
     """Who searched, played, exported, erased or held what, newest first, a page at a time."""
     since = datetime.now(timezone.utc) - timedelta(days=days)
-    door.log("list", recording_id=recording or None, detail=f"the access log of {days} days, page {page}"
-             + (f", of {who}" if who else ""))
+    door.log("list", recording_id=recording or None, filters={"who": who},
+             detail=f"the access log of {days} days, page {page}")
     entries = door.access.entries(since=since, user=who or None, recording_id=recording or None, limit=PAGE_ROWS + 1,
                              newest_first=True, skip=page * PAGE_ROWS)
     older = urlencode({"days": days, "who": who, "recording": recording, "page": page + 1})

@@ -22,7 +22,7 @@ def call(request: Request, recording_id: str, door: CallDoor, q: SearchQuery = "
          back: str = Query("", max_length=MAX_BACK_CHARS)) -> HTMLResponse:
     """The whole conversation with its audio, findings, analytics and timeline; ``q`` marks a search's terms and
     ``back`` is that search, which the page leads back to."""
-    rec, segments = door.call(recording_id, f"call page at {t:.1f} s" + (f", from a search for {q!r}" if q else ""))
+    rec, segments = door.call(recording_id, f"call page at {t:.1f} s", query=q)
     findings = sorted((f for f in door.index().findings(rec.get("call_date") or "") if f["recording_id"] == recording_id),
                       key=lambda f: float(f["start"]))
     view = call_view(rec, segments, findings, query_terms(q), t, audit_rules(door.settings))

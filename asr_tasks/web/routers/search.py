@@ -109,7 +109,7 @@ def hits_view(q: str, filters: Filters, form: dict[str, str], after: str, door: 
     view, status = answered(ask)
     if status == 200:
         door.log("search", query=q, filters=asdict(filters), hits=sum(c.segments for c in view["counts"])
-                 if view["counts"] else len(view["hits"]), detail=f"page after {after}" if after else None)
+                 if view["counts"] else len(view["hits"]), detail="a later page" if after else None)
     return view, status
 
 
@@ -140,7 +140,7 @@ def calls_view(filters: Filters, form: dict[str, str], after: str, door: Door) -
     view, status = answered(ask)
     if status == 200:
         door.log("search", query="", filters=asdict(filters), hits=sum(c.recordings for c in view["counts"])
-                 if view["counts"] else len(view["calls"]), detail="calls" + (f", page after {after}" if after else ""))
+                 if view["counts"] else len(view["calls"]), detail="calls" + (", a later page" if after else ""))
     return view, status
 
 
@@ -240,7 +240,7 @@ def api_search(
     except IndexBackendError as exc:
         raise HTTPException(status_code=503, detail=str(exc)) from exc
     door.log("search", query=q, filters=asdict(filters), hits=len(result.hits),
-             detail=f"api page after {after}" if after else "api")
+             detail="api, a later page" if after else "api")
     hits = [{**h.to_dict(), "highlight": escaped_highlight(h.highlight, "<em>", "</em>")} for h in result.hits]
     return {"hits": hits, "next_after": result.next_after}
 
