@@ -285,7 +285,7 @@ def test_asr_status_prints_counts_and_failures(tmp_path: Path) -> None:
     every = json.loads(subprocess.run([*asr, "--json"], env=env, capture_output=True, text=True, timeout=60).stdout)
     assert every["counts"]["sensed"] == 1 and len(every["recordings"]) == 5
     bad = subprocess.run([*asr, "--date", "27.11.2026"], env=env, capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "expected YYYY-MM-DD" in bad.stderr
+    assert bad.returncode == 2 and "not a calendar date (YYYY-MM-DD)" in bad.stderr
 
 
 # -- migrations ---------------------------------------------------------------------------------------------------
