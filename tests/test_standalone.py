@@ -30,7 +30,10 @@ SCRIPT = PROJECT_ROOT / "include" / "airflow" / "standalone.py"
 def test_make_standalone_runs_the_script_as_makes_own_child() -> None:
     for target, line in (("standalone", "exec .venv/bin/python include/airflow/standalone.py"),
                          ("standalone-stop", ".venv/bin/python include/airflow/standalone.py stop")):
-        dry = subprocess.run(["make", "-n", target], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
+        # as a user's make, not a sub-make of CI's (which would print the directories it enters and leaves)
+        env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+        dry = subprocess.run(["make", "-n", "--no-print-directory", target], cwd=PROJECT_ROOT, env=env,
+                             capture_output=True, text=True, timeout=60)
         assert dry.returncode == 0, dry.stderr
         assert dry.stdout.splitlines()[-1] == line
 
