@@ -18,7 +18,7 @@ from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.intake.stores import LocalStore, put_json
 from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
 from asr_tasks.records.ledger import open_ledger
-from asr_tasks.text.pii import load_policy
+from asr_tasks.text.pii_policy import load_policy
 from asr_tasks.version import RecordingVersion, model_tag
 
 RULES = PROJECT_ROOT / "include" / "qa_rules"

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from asr_tasks.config import PROJECT_ROOT
 from asr_tasks.models import Recording, Segment, SpokenWord, Transcript
-from asr_tasks.text.pii import PiiError, find, load_policy, luhn, prc_id, redact
+from asr_tasks.text.pii import find, redact
+from asr_tasks.text.pii_policy import PiiError, load_policy, luhn, prc_id
 
 POLICY = load_policy(PROJECT_ROOT / "include" / "pii")
 
@@ -66,11 +68,11 @@ def test_a_number_split_over_segments_is_masked_across_them() -> None:
                 Segment("r1", 0, "agent", 20.0, 22.0, "thank you")]
     transcript = Transcript(rec, 30.0, segments, "en", "m", "1")
     clean, found = redact(transcript, POLICY)
-    assert [s.text for s in clean.segments] == ["your card number is [CARD ****1111]", "okay", ", is that right?",
-                                                "thank you"]
+    assert [s.text for s in clean.segments] == ["your card number is [CARD ****1111]", "okay",
+                                                "[CARD ****1111], is that right?", "thank you"]
     assert clean.segments[0].text_raw is None  # the model's words held the same number
-    assert [(d.kind, d.speaker, d.start, d.end, d.masked) for d in found] == [
-        ("card", "agent", 1.0, 6.0, "[CARD ****1111]")]
+    assert [(d.kind, d.by, d.speaker, d.start, d.end, d.masked, d.parts) for d in found] == [
+        ("card", "pattern", "agent", 1.0, 6.0, "[CARD ****1111]", [[1.0, 3.0], [3.5, 6.0]])]
 
 
 def test_a_bank_adds_its_own_kind_and_a_broken_file_names_itself(tmp_path: Path) -> None:
@@ -136,5 +138,81 @@ def test_a_number_split_over_segments_takes_the_words_of_both() -> None:
                 Segment("r1", 0, "agent", 5.0, 7.5, "1111 1111, is that right?", words=second)]
     clean, found = redact(Transcript(rec, 30.0, segments, "en", "m", "1"), POLICY)
     assert [(d.start, d.end) for d in found] == [(first[4].start, second[1].end)]
+    assert found[0].parts == [[first[4].start, first[5].end], [second[0].start, second[1].end]]  # the pause stays
     assert [w.text for w in clean.segments[0].words] == [" your", " card", " number", " is", " [CARD ****1111]"]
-    assert [w.text for w in clean.segments[1].words] == [" is", " that", " right?"]
+    assert [w.text for w in clean.segments[1].words] == [" [CARD ****1111]", " is", " that", " right?"]
+
+
+def call(*said: tuple[str, float, float, str]) -> Transcript:
+    """A stereo call: (speaker, start, end, text) per segment, the agent on channel 0."""
+    rec = Recording("r1", "recordings", "calls/2026/11/27/c.wav", "e", 1, "c", "2026-11-27")
+    segments = [Segment("r1", 0 if who == "agent" else 1, who, a, b, text) for who, a, b, text in said]
+    return Transcript(rec, max(b for _, _, b, _ in said) + 5, segments, "en", "m", "1")
+
+
+@pytest.mark.parametrize(("first", "between", "second"), [
+    ("the first 8 digits are 4111 1111.", ("customer", "Mm-hmm."), "And the last 8 digits are 1111 1111."),
+    ("my card number is 4111 1111 1111.", None, "1111, that's it."),
+    ("卡号是4111，1111，", ("customer", "嗯。"), "1111、1111。"),
+    ("the card is 4111 1111 1111", ("customer", "okay, yes"), "uh 1111"),
+])
+def test_a_number_said_in_two_goes_is_one_number(first: str, between: tuple[str, str] | None, second: str) -> None:
+    """Through a pause of 4.5 s and more, the other speaker's back-channel, a full stop or 、 between the halves."""
+    said = [("agent", 1.0, 5.0, first), *([(between[0], 6.0, 6.5, between[1])] if between else []),
+            ("agent", 9.5, 12.0, second)]
+    clean, found = redact(call(*said), POLICY)
+    assert [(d.kind, d.by, d.parts) for d in found] == [("card", "pattern", [[1.0, 5.0], [9.5, 12.0]])]
+    agent = [s.text for s in clean.segments if s.speaker == "agent"]
+    assert all("[CARD ****1111]" in t and "1111" not in t.replace("****1111", "") for t in agent), agent
+
+
+def test_what_the_other_speaker_says_between_two_numbers_keeps_them_apart() -> None:
+    clean, found = redact(call(("agent", 1.0, 3.0, "the order is 4111 1111"), ("customer", 4.0, 6.0, "which one?"),
+                               ("agent", 7.0, 9.0, "1111 1111 is the other")), POLICY)
+    assert found == [] and clean.segments[0].text == "the order is 4111 1111"
+
+
+def test_a_pause_longer_than_the_policy_allows_ends_the_turn() -> None:
+    said = [("agent", 1.0, 3.0, "the numbers are 4111 1111"), ("agent", 80.0, 82.0, "1111 1111")]
+    assert redact(call(*said), POLICY)[1] == []
+    assert redact(call(*said), POLICY.model_copy(update={"join_gap_seconds": 90.0}))[1] != []
+
+
+@pytest.mark.parametrize(("asked", "answer", "kind", "mask"), [
+    ("Could you read me the long number on the card, please?", "Sure, it's 4, 1, 1, 1, Nero, 5, 2, 3, 4, 8, time, 1.",
+     "card", "[CARD ****48*1]"),
+    ("And the security code on the back?", "one two time", "card_security", "[CARD-SECURITY]"),
+    ("What is the account number the refund should go to?", "6222 0212 for 456 78", "bank_account", "[ACCOUNT]"),
+    ("请问您的卡号是多少？", "六二二八 四八零 要 二三四五 六七八九", "card", "[CARD ****6789]"),
+    ("Please read me the one-time code we just sent you.", "it's 4 8 to 7 1 9", "one_time_code", "[CODE]"),
+])
+def test_an_answer_to_a_prompt_is_masked_where_the_model_misheard_its_digits(
+        asked: str, answer: str, kind: str, mask: str) -> None:
+    from asr_tasks.text.postprocess import itn_zh
+
+    answer = itn_zh(answer) if "六" in answer else answer
+    transcript = call(("agent", 1.0, 4.0, asked), ("customer", 5.0, 12.0, answer), ("agent", 13.0, 14.0, "Thank you."))
+    assert redact(transcript, POLICY.without_context_triggers())[1] == []  # no pattern holds what the model wrote
+    clean, found = redact(transcript, POLICY)
+    assert [(d.kind, d.by, d.speaker, d.masked) for d in found] == [(kind, "context", "customer", mask)]
+    heard = clean.segments[1].text
+    assert mask in heard and not re.search(r"\d{2}|\b(?:nero|time|for|to)\b|要", heard.replace(mask, ""), re.I), heard
+
+
+def test_context_triggering_stops_at_the_next_prompt_and_after_its_time() -> None:
+    transcript = call(("agent", 1.0, 3.0, "What's the card number?"), ("customer", 4.0, 8.0, "4111 1111 1111 1111"),
+                      ("agent", 9.0, 11.0, "And how much would you like to pay?"),
+                      ("customer", 12.0, 14.0, "250 dollars"),
+                      ("customer", 50.0, 55.0, "my reference is 12345 67890"))
+    clean, found = redact(transcript, POLICY)
+    assert [(d.kind, d.by) for d in found] == [("card", "pattern")]
+    assert [s.text for s in clean.segments][3:] == ["250 dollars", "my reference is 12345 67890"]
+
+
+def test_a_bank_turns_a_kinds_context_triggering_off(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text((PROJECT_ROOT / "include" / "pii" / "default.yaml").read_text())
+    (tmp_path / "b.yaml").write_text("kinds:\n  card:\n    prompts: {}\n")
+    policy = load_policy(tmp_path)
+    assert policy.kinds["card"].pattern == POLICY.kinds["card"].pattern and policy.kinds["card"].prompt is None
+    transcript = call(("agent", 1.0, 3.0, "What's the card number?"), ("customer", 4.0, 8.0, "4111 Nero 111 time"))
+    assert redact(transcript, POLICY)[1] and not redact(transcript, policy)[1]

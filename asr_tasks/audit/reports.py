@@ -22,7 +22,7 @@ from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.ledger import open_ledger
 from asr_tasks.states import RecordingState
 from asr_tasks.templates import render
-from asr_tasks.text.pii import load_policy
+from asr_tasks.text.pii_policy import load_policy
 from asr_tasks.text.spreadsheet import spreadsheet_safe
 from asr_tasks.version import DayReports, RecordingVersion
 

@@ -21,7 +21,8 @@ import yaml
 
 from asr_tasks.chars import CJK_CHAR
 from asr_tasks.models import Segment, Transcript, _Serialisable
-from asr_tasks.text.pii import Policy, luhn, redact_transcript
+from asr_tasks.text.pii import redact_transcript
+from asr_tasks.text.pii_policy import Policy, luhn
 
 SEVERITIES = ("low", "medium", "high", "critical")
 KINDS = {

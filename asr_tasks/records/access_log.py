@@ -17,7 +17,8 @@ from sqlalchemy import insert, select
 from asr_tasks.config import Settings
 from asr_tasks.records.ledger import Ledger, access_log, as_utc, open_ledger
 from asr_tasks.text.masking import configured_policy
-from asr_tasks.text.pii import Policy, mask_text
+from asr_tasks.text.pii import mask_text
+from asr_tasks.text.pii_policy import Policy
 
 # "list": a page of many recordings or rows (a day's keys, the holds, the access log itself)
 ACTIONS = ("search", "play", "export", "erase", "hold", "release", "read", "list")

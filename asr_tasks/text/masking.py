@@ -19,7 +19,8 @@ from asr_tasks.config import Settings
 from asr_tasks.intake.artefacts import Artefacts
 from asr_tasks.intake.audio import probe, silence_spans
 from asr_tasks.models import Transcript
-from asr_tasks.text.pii import Policy, load_policy, redact_transcript
+from asr_tasks.text.pii import redact_transcript
+from asr_tasks.text.pii_policy import Policy, load_policy
 from asr_tasks.version import RecordingVersion
 
 
@@ -42,11 +43,13 @@ def mask_transcript(transcript: Transcript, settings: Settings) -> Transcript:
 def render_redacted_audio(transcript: Transcript, artefacts: Artefacts, settings: Settings) -> None:
     """Silence the spans of the transcript's personal data in a FLAC rendition of the recording.
 
-    Each span is the words that said the value (the whole segment that held it
-    where the engine gave no word times), padded by the margin.
+    Each span is a part of a value: the words that said it (the whole segment that
+    held it where the engine gave no word times), padded by the margin; a number
+    said in two goes has two parts, and the pause between them is left as it was.
     """
     margin = settings.postprocess.pii_audio_margin_seconds
-    spans = [(float(d["start"]) - margin, float(d["end"]) + margin) for d in transcript.pii]
+    spans = [(float(a) - margin, float(b) + margin) for d in transcript.pii
+             for a, b in d.get("parts") or [(d["start"], d["end"])]]
     rec = transcript.recording
     work_root = settings.storage.path("work_dir")
     work_root.mkdir(parents=True, exist_ok=True)

@@ -1,89 +1,47 @@
 """Personal data in transcripts: found after ITN, masked before anything is stored, indexed or reported.
 
-The kinds, patterns, checks, context words and masks live in ``include/pii/*.yaml``
-(validated when they load, so a bank can add its own kinds). Detection runs on
-each speaker's consecutive segments joined with a space, so a number the model
-split over two segments, or wrote with spaces or dashes, is still one number; a
-card keeps its last four digits (``[CARD ****1111]``), the rest become their kind's
-label. What was found is kept as a detection (kind, speaker, seconds, the masked
-value only), so the QA audit can still report that a card number was read out.
-A segment that held personal data keeps no raw model text (``text_raw``), and the
-words that said the value become one word holding the mask: both would hold the
-data unmasked. The words' times give the detection its seconds, so the redacted
-audio silences the value, not the whole segment, where the engine gave word times.
+The policy (kinds, patterns, checks, context words, prompts, masks) is
+``include/pii/*.yaml`` (``pii_policy``). Two ways find a value. By its pattern, in
+a reading (``spoken``) of each speaker's turn (``turns``), so a number said in two
+goes, in words, or with the model's punctuation between its groups is one number.
+By context, where someone asked for a kind ("what's the card number?"): the
+digit-like speech said after it is that kind even where the model misheard digits.
+A card keeps its last four digits (``[CARD ****1111]``), the rest become their
+kind's label. What was found is kept as a detection (kind, how it was found,
+speaker, seconds, the masked value only), so the QA audit can still report that a
+card number was read out. A segment that held personal data keeps no raw model
+text (``text_raw``), and the words that said the value become one word holding the
+mask: both would hold the data unmasked. The words' times give each part of a
+detection its seconds, so the redacted audio silences the value, not the whole
+segment, where the engine gave word times.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from difflib import SequenceMatcher
-from functools import lru_cache
-from pathlib import Path
-from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-from asr_tasks.config import regular_expression
 from asr_tasks.chars import CJK_CHAR
 from asr_tasks.models import Segment, SpokenWord, Transcript
+from asr_tasks.text.pii_policy import Policy, digits
+from asr_tasks.text.spoken import Reading, read
+from asr_tasks.text.turns import Piece, answers, turns
 
-JOIN_GAP_SECONDS = 3.0  # segments of one speaker this close together are read as one text
 ANCHOR_CHARS = 3  # shortest run of characters shared by the text and the model's words that aligns them
 ANCHOR_CJK_CHARS = 2  # the same for a run of Chinese characters, each of which is a word
-CHECKS = ("luhn", "prc_id")
-
-
-class PiiError(ValueError):
-    """A PII policy file that cannot be used; the message names the file."""
-
-
-class Kind(BaseModel):
-    """One kind of personal data: where it is, what must hold for it to count, what replaces it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    pattern: str
-    mask: str
-    checks_or_context: tuple[Literal["luhn", "prc_id"], ...] = ()  # a value counts if a check passes, or in context
-    context: dict[str, tuple[str, ...]] = Field(default_factory=dict)  # language ("*": any) -> words said before it
-
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, pattern: str) -> str:
-        return regular_expression(pattern)
-
-    @field_validator("mask")
-    @classmethod
-    def _known_fields(cls, mask: str) -> str:
-        try:
-            mask.format(last4="0000")
-        except (KeyError, IndexError, ValueError) as exc:
-            raise ValueError(f"mask {mask!r} may use {{last4}} only") from exc
-        return mask
-
-
-class Policy(BaseModel):
-    """All kinds, in the order they are tried (an earlier kind wins an overlapping value)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    version: int = 1
-    context_chars: int = 40
-    kinds: dict[str, Kind]
-
-    @property
-    def identity(self) -> str:
-        """What the masked transcripts depend on: a changed pattern or mask is a new policy."""
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:12]
+SUBSPAN_DIGITS = 24  # the longest part of a number in groups that is tried as a value of its own
+WORD = re.compile(rf"\d+|[A-Za-z\u00c0-\u024f']+|{CJK_CHAR.pattern}")  # a digit group, a word, a Chinese character
 
 
 @dataclass(frozen=True)
 class Detection:
-    """One value found: its kind, who said it and when (the segments' span), and the mask that replaced it."""
+    """One value found: its kind, how (pattern or context), who said it and when, and the mask that replaced it.
+
+    ``parts`` are the seconds of each piece of speech that said it (a number said in two
+    goes has two); ``start`` and ``end`` span them all.
+    """
 
     kind: str
     channel: int
@@ -91,84 +49,51 @@ class Detection:
     start: float
     end: float
     masked: str
+    by: str = "pattern"
+    parts: list[list[float]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
 
-def load_policy(folder: Path) -> Policy:
-    """Every ``*.yaml`` in the folder, in name order; a later file adds kinds (or replaces one by name)."""
-    files = sorted(folder.glob("*.yaml"))
-    if not files:
-        raise PiiError(f"{folder}: no PII policy files (*.yaml)")
-    return _load(tuple((str(f), f.stat().st_mtime_ns) for f in files))
+@dataclass
+class _Found:
+    kind: str
+    by: str
+    mask: str
+    pieces: list[Piece]
 
 
-@lru_cache(maxsize=8)
-def _load(files: tuple[tuple[str, int], ...]) -> Policy:
-    merged: dict[str, object] = {"kinds": {}}
-    for name, _ in files:
-        try:
-            data = yaml.safe_load(Path(name).read_text(encoding="utf-8")) or {}
-            if not isinstance(data, dict):
-                raise PiiError(f"{name}: expected a mapping with kinds")
-            kinds = dict(merged["kinds"])  # type: ignore[call-overload]
-            kinds.update(data.get("kinds") or {})
-            merged = {**merged, **data, "kinds": kinds}
-            policy = Policy.model_validate(merged)
-        except (yaml.YAMLError, ValidationError) as exc:
-            raise PiiError(f"{name}: {exc}") from exc
-    return policy
+def _candidates(pattern: re.Pattern[str], reading: Reading) -> list[tuple[int, int]]:
+    """Where ``pattern`` matches, longest first: its matches, and each run of whole groups of a number in groups
+    (so the card inside "300. 4111 1111 1111 1111" is found although the run as a whole fails the check)."""
+    spans = {m.span() for m in pattern.finditer(reading.text) if m.start() < m.end()}
+    for groups in reading.groups():
+        for i, (a, _) in enumerate(groups):
+            for _, b in groups[i:]:
+                if len(digits(reading.text[a:b])) > SUBSPAN_DIGITS:
+                    break
+                if pattern.fullmatch(reading.text, a, b):
+                    spans.add((a, b))
+    return sorted(spans, key=lambda s: (s[0] - s[1], s[0]))
 
 
-def digits(value: str) -> str:
-    return "".join(ch for ch in value if ch.isdigit())
-
-
-def luhn(value: str) -> bool:
-    numbers = [int(d) for d in digits(value)]
-    total = sum(numbers[-1::-2]) + sum(sum(divmod(2 * d, 10)) for d in numbers[-2::-2])
-    return bool(numbers) and total % 10 == 0
-
-
-def prc_id(value: str) -> bool:
-    """The check character of an 18-character PRC resident ID (GB 11643)."""
-    body, check = value[:17], value[17:].upper()
-    if len(value) != 18 or not body.isdigit():
-        return False
-    weights = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
-    return "10X98765432"[sum(int(d) * w for d, w in zip(body, weights)) % 11] == check
-
-
-def _in_context(kind: Kind, before: str, language: str | None) -> bool:
-    words = [*kind.context.get(language or "", ()), *kind.context.get("*", ())]
-    if not words:  # words of every language when the segment's language has none of its own
-        words = [w for ws in kind.context.values() for w in ws]
-    lowered = before.lower()
-    return any(w.lower() in lowered for w in words)
-
-
-def _counts(kind: Kind, value: str, before: str, language: str | None) -> bool:
-    passes = {"luhn": luhn, "prc_id": prc_id}
-    if any(passes[check](value) for check in kind.checks_or_context):
-        return True
-    return _in_context(kind, before, language) if kind.context else not kind.checks_or_context
+def _find(reading: Reading, policy: Policy, language: str | None) -> list[tuple[int, int, str, str]]:
+    found: list[tuple[int, int, str, str]] = []
+    for name, kind in policy.kinds.items():
+        for start, end in _candidates(kind.compiled, reading):
+            if any(start < b and a < end for a, b, _, _ in found):
+                continue
+            value, before = reading.text[start:end], reading.text[max(0, start - policy.context_chars) : start]
+            if kind.counts(value, before, language):
+                found.append((start, end, policy.reported_as(name), kind.mask.format(last4=digits(value)[-4:])))
+    return sorted(found)
 
 
 def find(text: str, policy: Policy, language: str | None = None) -> list[tuple[int, int, str, str]]:
-    """(start, end, kind, mask) of every value in ``text``, without overlaps, in order."""
-    found: list[tuple[int, int, str, str]] = []
-    taken: list[tuple[int, int]] = []
-    for name, kind in policy.kinds.items():
-        for match in re.finditer(kind.pattern, text, flags=re.IGNORECASE):
-            start, end = match.span()
-            if start == end or any(start < b and a < end for a, b in taken):
-                continue
-            before = text[max(0, start - policy.context_chars) : start]
-            if _counts(kind, match.group(), before, language):
-                found.append((start, end, name, kind.mask.format(last4=digits(match.group())[-4:])))
-                taken.append((start, end))
-    return sorted(found)
+    """(start, end, kind, mask) of every value in ``text`` found by its pattern, without overlaps, in order."""
+    reading = read(text, policy.spoken)
+    return [(*reading.source(a, b), kind, mask) for a, b, kind, mask in _find(reading, policy, language)]
 
 
 def mask_text(text: str, policy: Policy, language: str | None = None) -> str:
@@ -178,43 +103,107 @@ def mask_text(text: str, policy: Policy, language: str | None = None) -> str:
     return text
 
 
-def redact(transcript: Transcript, policy: Policy) -> tuple[Transcript, list[Detection]]:
-    """The transcript with every value masked in ``text`` and in the words, and what was found.
+def _stretches(reading: Reading, policy: Policy, least: int) -> list[tuple[int, int, str]]:
+    """Digit-like speech in an answer: digits and words the model writes for misheard digits, at most one other
+    word between two of them; (start, end, what was heard: digits, ``*`` for a misheard one) of each stretch
+    that says ``least`` digits or more, at least half of them as digits."""
+    misheard = policy.spoken.misheard
+    out: list[tuple[int, int, str]] = []
+    stretch: list[tuple[int, int, str | None]] = []  # (start, end, digits said; None: a misheard digit)
+    between = 0  # other words since the last digit-like one
 
-    A detection's seconds are those of the words that said it, where the segment
-    has word times, else the whole segment's. A segment that held a value keeps no
-    ``text_raw``; its words that said the value become one word holding the mask.
+    def close() -> None:
+        said = sum(len(d) for *_, d in stretch if d)
+        like = said + sum(1 for *_, d in stretch if d is None)
+        if like >= least and 2 * said >= like:
+            out.append((stretch[0][0], stretch[-1][1], "".join(d or "*" for *_, d in stretch)))
+
+    for m in WORD.finditer(reading.text):
+        word = m.group()
+        if word.isdigit() or word.lower() in misheard:
+            stretch.append((m.start(), m.end(), word if word.isdigit() else None))
+            between = 0
+        elif stretch and between == 0:
+            between = 1
+        else:
+            if stretch:
+                close()
+            stretch, between = [], 0
+    if stretch:
+        close()
+    return out
+
+
+def _claim(found: list[_Found], pieces: list[Piece], segments: list[Segment]) -> list[Piece]:
+    """``pieces`` where nothing found already masks them; where something does, only the parts left that hold a
+    digit (what a pattern found is the value; a misheard word beside it is not one of its own)."""
+    out, cut = [], False
+    for n, lo, hi in pieces:
+        spans = [(lo, hi)]
+        for f in found:
+            for m, a, b in f.pieces:
+                if m == n and a < hi and lo < b:
+                    spans = [s for x, y in spans for s in ((x, min(y, a)), (max(x, b), y)) if s[0] < s[1]]
+                    cut = True
+        out += [(n, a, b) for a, b in spans if WORD.search(segments[n].text[a:b])]
+    return [p for p in out if re.search(r"\d", segments[p[0]].text[p[1] : p[2]])] if cut else out
+def _by_pattern(segments: list[Segment], policy: Policy, language: str | None) -> list[_Found]:
+    found = []
+    for passage in turns(segments, policy):
+        reading = read(passage.text, policy.spoken)
+        first = segments[passage.pieces[0][0]]
+        for start, end, kind, mask in _find(reading, policy, first.language or language):
+            found.append(_Found(kind, "pattern", mask, passage.locate(*reading.source(start, end))))
+    return found
+
+
+def _by_context(segments: list[Segment], policy: Policy, found: list[_Found]) -> list[_Found]:
+    """Digit-like speech answering a prompt, as its kind, where patterns did not find it already."""
+    out: list[_Found] = []
+    for name, passage in answers(segments, policy):
+        kind = policy.kinds[name]
+        reading = read(passage.text, policy.spoken)
+        for start, end, said in _stretches(reading, policy, kind.answer_digits):
+            pieces = _claim(found + out, passage.locate(*reading.source(start, end)), segments)
+            if pieces:
+                mask = kind.mask.format(last4=said[-4:])
+                out.append(_Found(policy.reported_as(name), "context", mask, pieces))
+    return out
+
+
+def redact(transcript: Transcript, policy: Policy) -> tuple[Transcript, list[Detection]]:
+    """The transcript with every value masked in ``text`` and in the words of each segment that said part of it,
+    and what was found.
+
+    Each part of a detection has the seconds of the words that said it, where the
+    segment has word times, else the whole segment's. A segment that held a value
+    keeps no ``text_raw``; its words that said the value become one word holding the mask.
     """
     segments = list(transcript.segments)
-    detections: list[Detection] = []
-    for run in _runs(segments):
-        joined, spans = "", []
-        for n in run:
-            if joined:
-                joined += " "
-            spans.append((n, len(joined), len(joined) + len(segments[n].text)))
-            joined += segments[n].text
-        edits: dict[int, list[tuple[int, int, str]]] = {}
-        word_edits: dict[int, list[tuple[int, int, str]]] = {}
-        for start, end, kind, mask in find(joined, policy, segments[run[0]].language or transcript.language):
-            touched = [(n, max(start, a) - a, min(end, b) - a) for n, a, b in spans if start < b and a < end]
-            times = []
-            for i, (n, lo, hi) in enumerate(touched):
-                seg = segments[n]
-                edits.setdefault(n, []).append((lo, hi, mask if i == 0 else ""))
-                said = _word_range(seg.text, seg.words, lo, hi)
-                word_edits.setdefault(n, []).append((*(said or (0, len(seg.words) - 1)), mask if i == 0 else ""))
-                times += [seg.words[said[0]].start, seg.words[said[1]].end] if said else [seg.start, seg.end]
-            first = segments[touched[0][0]]
-            detections.append(Detection(kind, first.channel, first.speaker, min(times), max(times), mask))
-        for n, changes in edits.items():
-            text = segments[n].text
-            for lo, hi, replacement in sorted(changes, reverse=True):
-                text = text[:lo] + replacement + text[hi:]
-            segments[n] = dataclasses.replace(segments[n], text=re.sub(r"\s{2,}", " ", text).strip(), text_raw=None,
-                                              words=_mask_words(segments[n].words, word_edits[n]))
-    kept = [s for s in segments if s.text]
-    return dataclasses.replace(transcript, segments=kept), detections
+    found = _by_pattern(segments, policy, transcript.language)
+    found += _by_context(segments, policy, found)
+    edits: dict[int, list[tuple[int, int, str]]] = {}
+    word_edits: dict[int, list[tuple[int, int, str]]] = {}
+    detections = []
+    for f in found:
+        parts = []
+        for n, lo, hi in f.pieces:
+            seg = segments[n]
+            edits.setdefault(n, []).append((lo, hi, f.mask))
+            said = _word_range(seg.text, seg.words, lo, hi)
+            word_edits.setdefault(n, []).append((*(said or (0, len(seg.words) - 1)), f.mask))
+            parts.append([seg.words[said[0]].start, seg.words[said[1]].end] if said else [seg.start, seg.end])
+        first = segments[f.pieces[0][0]]
+        detections.append(Detection(f.kind, first.channel, first.speaker, min(p[0] for p in parts),
+                                    max(p[1] for p in parts), f.mask, f.by, parts))
+    for n, changes in edits.items():
+        text = segments[n].text
+        for lo, hi, replacement in sorted(changes, reverse=True):
+            text = text[:lo] + replacement + text[hi:]
+        segments[n] = dataclasses.replace(segments[n], text=re.sub(r"\s{2,}", " ", text).strip(), text_raw=None,
+                                          words=_mask_words(segments[n].words, word_edits[n]))
+    detections.sort(key=lambda d: (d.start, d.channel))
+    return dataclasses.replace(transcript, segments=[s for s in segments if s.text]), detections
 
 
 def _fold(text: str) -> str:
@@ -271,19 +260,3 @@ def redact_transcript(transcript: Transcript, policy: Policy) -> Transcript:
         return transcript
     clean, found = redact(transcript, policy)
     return dataclasses.replace(clean, pii=[*transcript.pii, *(d.to_dict() for d in found)], pii_policy=policy.identity)
-
-
-def _runs(segments: list[Segment]) -> list[list[int]]:
-    """Indices of each speaker's consecutive segments (in time order, gaps up to JOIN_GAP_SECONDS)."""
-    runs: list[list[int]] = []
-    last: dict[int, int] = {}  # channel -> index in runs
-    for n in sorted(range(len(segments)), key=lambda i: (segments[i].channel, segments[i].start)):
-        seg = segments[n]
-        at = last.get(seg.channel)
-        if at is not None and seg.start - segments[runs[at][-1]].end <= JOIN_GAP_SECONDS:
-            runs[at].append(n)
-        else:
-            last[seg.channel] = len(runs)
-            runs.append([n])
-    return runs
-

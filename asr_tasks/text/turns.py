@@ -1,0 +1,107 @@
+"""What a detector reads as one text: a speaker's turn, or what was said after someone asked for a number.
+
+Segments are cut where the VAD heard a pause, so a number said in two goes lies
+in two segments, sometimes with the other speaker's "mm" between them. A
+``Passage`` joins pieces of segments' texts with a space and maps what is found in
+the joined text back to each segment.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from asr_tasks.models import Segment
+from asr_tasks.text.pii_policy import Policy, Spoken
+
+Piece = tuple[int, int, int]
+QUESTION_ZH = re.compile(r"[吗呢么][\s。.!！]*$")  # (segment index, start, end in that segment's text)
+
+
+@dataclass(frozen=True)
+class Passage:
+    """Pieces of segments' texts read as one text, joined by a space."""
+
+    pieces: tuple[Piece, ...]
+    text: str
+    offsets: tuple[int, ...]  # where each piece starts in ``text``
+
+    @classmethod
+    def of(cls, segments: list[Segment], pieces: list[Piece]) -> Passage:
+        text, offsets = "", []
+        for n, lo, hi in pieces:
+            if text:
+                text += " "
+            offsets.append(len(text))
+            text += segments[n].text[lo:hi]
+        return cls(tuple(pieces), text, tuple(offsets))
+
+    def locate(self, start: int, end: int) -> list[Piece]:
+        """The pieces of segments that ``text[start:end]`` spans, each as (segment, start, end) in its own text."""
+        out = []
+        for (n, lo, hi), at in zip(self.pieces, self.offsets):
+            a, b = max(start, at), min(end, at + hi - lo)
+            if a < b:
+                out.append((n, lo + a - at, lo + b - at))
+        return out
+
+
+def is_backchannel(segment: Segment, spoken: Spoken) -> bool:
+    """A listener's "mm", "yes", 嗯: said while the other speaker goes on, it does not end their turn."""
+    return spoken.backchannel is not None and spoken.backchannel.fullmatch(segment.text.strip()) is not None
+
+
+def turns(segments: list[Segment], policy: Policy) -> list[Passage]:
+    """Each speaker's turns: their consecutive segments, through pauses up to ``join_gap_seconds`` and
+    through the other speakers' back-channels (anything else another speaker says in the pause ends the turn)."""
+    order = sorted(range(len(segments)), key=lambda i: (segments[i].start, segments[i].channel))
+    runs: list[list[int]] = []
+    open_run: dict[tuple[int, str], int] = {}  # speaker -> index in runs
+    for n in order:
+        seg = segments[n]
+        who = (seg.channel, seg.speaker)
+        at = open_run.get(who)
+        if at is not None and seg.start - segments[runs[at][-1]].end <= policy.join_gap_seconds:
+            runs[at].append(n)
+        else:
+            open_run[who] = len(runs)
+            runs.append([n])
+        if not is_backchannel(seg, policy.spoken):
+            for other in [w for w in open_run if w != who]:
+                del open_run[other]  # the other speaker's next words start a turn of their own
+    return [Passage.of(segments, [(n, 0, len(segments[n].text)) for n in run]) for run in runs]
+
+
+def is_question(segment: Segment, policy: Policy) -> bool:
+    """A question that asks for something else: it ends the answer to the one before it ("and the rest?" does not)."""
+    text = segment.text.strip()
+    asks = text.endswith(("?", "？")) or QUESTION_ZH.search(text) is not None
+    return asks and (policy.follow_up is None or policy.follow_up.search(text) is None)
+
+
+def answers(segments: list[Segment], policy: Policy) -> list[tuple[str, Passage]]:
+    """What each speaker said after a prompt of a kind ("what's the card number?", "卡号是多少"): from the
+    prompt to ``answer_seconds`` after its segment, the next prompt of another kind, or the asker's next
+    question, whichever comes first."""
+    prompts = []  # (start, segment, end of the prompt in its text, kind)
+    for n, seg in enumerate(segments):
+        for name, kind in policy.kinds.items():
+            if kind.prompt is not None:
+                prompts += [(seg.start, n, m.end(), name) for m in kind.prompt.finditer(seg.text)]
+    prompts.sort()
+    out = []
+    for k, (start, n, after, name) in enumerate(prompts):
+        asker = (segments[n].channel, segments[n].speaker)
+        ends = [segments[n].end + policy.answer_seconds, *(p[0] for p in prompts[k + 1 :] if p[3] != name and p[1] != n),
+                *(s.start for m, s in enumerate(segments) if m != n and s.start > start
+                  and (s.channel, s.speaker) == asker and is_question(s, policy))]
+        until = min(ends)
+        per_speaker: dict[tuple[int, str], list[Piece]] = {}
+        for m in sorted(range(len(segments)), key=lambda i: segments[i].start):
+            seg = segments[m]
+            if m == n:
+                per_speaker.setdefault((seg.channel, seg.speaker), []).append((m, after, len(seg.text)))
+            elif start <= seg.start < until and (seg.start > start or m > n):
+                per_speaker.setdefault((seg.channel, seg.speaker), []).append((m, 0, len(seg.text)))
+        out += [(name, Passage.of(segments, pieces)) for pieces in per_speaker.values()]
+    return out
