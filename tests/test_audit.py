@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -11,15 +12,16 @@ from pathlib import Path
 import pytest
 
 from asr_tasks import PIPELINE_VERSION
-from asr_tasks.audit.reports import report_csv, run_audit
-from asr_tasks.audit.rules import RuleError, audit, load_rules, normalise
+from asr_tasks.audit.redaction import KindCount, RedactionReport
+from asr_tasks.audit.reports import report_csv, run_audit, stored_audit
+from asr_tasks.audit.rules import AuditResult, RuleError, audit, load_rules, normalise
 from asr_tasks.config import PROJECT_ROOT, Settings
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.intake.stores import LocalStore, put_json
 from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
 from asr_tasks.records.ledger import open_ledger
 from asr_tasks.text.pii_policy import load_policy
-from asr_tasks.version import RecordingVersion, model_tag
+from asr_tasks.version import DayReports, RecordingVersion, model_tag
 
 RULES = PROJECT_ROOT / "include" / "qa_rules"
 POLICY = load_policy(PROJECT_ROOT / "include" / "pii")
@@ -118,12 +120,12 @@ def test_broken_rule_files_are_rejected_with_file_and_line(tmp_path: Path, text:
         load_rules(tmp_path)
 
 
-def _record_day(settings: Settings) -> SqliteIndex:
+def _record_day(settings: Settings, calls: list[Transcript] = CALLS) -> SqliteIndex:
     """The day as the pipeline leaves it: gated transcripts in storage, final states in the ledger, the index."""
     store, ledger = LocalStore(settings.storage.path("store_root")), open_ledger(settings.ledger)
     index = SqliteIndex(settings.index.path("index_path"))
-    ledger.sensed([t.recording for t in CALLS], model_tag(settings.asr), PIPELINE_VERSION)
-    for t in CALLS:
+    ledger.sensed([t.recording for t in calls], model_tag(settings.asr), PIPELINE_VERSION)
+    for t in calls:
         put_json(store, settings.storage.artefacts_bucket, RecordingVersion.of(t.recording).gated(model_tag(settings.asr)), t.to_dict())
         index.replace_recording(t)
         ledger.advance(t.recording.recording_id, t.state, stage="index", seconds=0.1)
@@ -182,3 +184,124 @@ def test_personal_data_findings_keep_rule_speaker_and_seconds_but_only_the_mask(
     assert shown["card-number-read-out"] == ("agent", 5.0, "[CARD ****1111]")
     assert shown["id-number-read-out"] == ("customer", 80.0, "[ID]")
     assert "4111" not in report_csv(result, "http://search/").replace("****1111", "")
+
+
+def masked(t: Transcript, *values: dict) -> Transcript:
+    """The call as the gate stores it after masking: its personal data recorded (masked by the policy already)."""
+    return dataclasses.replace(t, pii=list(values), pii_policy=POLICY.identity)
+
+
+def value(kind: str, start: float, end: float, **more: object) -> dict:
+    return {"kind": kind, "channel": 0, "speaker": "agent", "start": start, "end": end,
+            "masked": f"[{kind.upper()}]", **more}
+
+
+# A card read out in two goes (two parts), its security code found by context and overlapping the second part, a
+# phone inside the first part's margin; an older entry (no ``by``, no ``parts``) at the very start of a 12 s call
+# and an e-mail address at its very end; and a call with no personal data, which needs no rendition.
+CARD = masked(call("card", [DISCLOSED, ("agent", 5.0, 11.0, "您的卡号是[CARD ****1111]，安全码[CARD_SECURITY]。")],
+                   duration=30.0),
+              value("card", 5.0, 10.0, by="pattern", parts=[[5.0, 7.0], [8.5, 10.0]]),
+              value("card_security", 9.8, 11.0, by="context"),
+              value("phone", 6.0, 6.5, by="pattern", parts=[[6.0, 6.5]]))
+EDGE = masked(call("edge", [("agent", 0.1, 2.0, "[PHONE]"), ("agent", 11.0, 11.9, "[EMAIL]")], duration=12.0),
+              value("phone", 0.1, 2.0),
+              value("email", 11.0, 11.9, by="context", parts=[[11.2, 11.9]]))
+REDACTION_DAY = [CARD, EDGE, CALLS[0]]
+KINDS = (KindCount("card", 1, 0), KindCount("card_security", 0, 1), KindCount("email", 0, 1),
+         KindCount("phone", 2, 0))
+
+
+def _record_redaction_day(settings: Settings) -> tuple[SqliteIndex, LocalStore]:
+    """The day with a redacted rendition stored for the card call only: the edge call's is missing."""
+    index, store = _record_day(settings, REDACTION_DAY), LocalStore(settings.storage.path("store_root"))
+    store.put_bytes(settings.storage.artefacts_bucket, RecordingVersion.of(CARD.recording).redacted_audio, b"fLaC")
+    return index, store
+
+
+def test_the_redaction_report_counts_kinds_seconds_and_missing_renditions(settings: Settings) -> None:
+    settings = settings.override(pii_audio_margin_seconds=0.5)
+    index, store = _record_redaction_day(settings)
+    result = run_audit(DAY, load_rules(RULES), index, store, settings)
+    report = result.redaction
+    assert report is not None and report.kinds == KINDS
+    assert (report.values, report.by_pattern, report.by_context, report.recordings_with_pii) == (5, 3, 2, 2)
+    # card: [4.5, 7.5] (the phone inside it) + [8.0, 10.5] joined with the code's [9.3, 11.5] = 3.0 + 3.5;
+    # edge: [-0.4, 2.5] clipped to [0, 2.5] + [10.7, 12.4] clipped to [10.7, 12.0] = 2.5 + 1.3
+    assert report.seconds_silenced == pytest.approx(10.3)
+    assert report.missing_renditions == (EDGE.recording.recording_id,)  # by id, never the key
+    assert (report.redact_pii, report.margin_seconds) == (True, 0.5)
+    assert stored_audit(DAY, store, settings) == result  # read back as it was stored
+    bucket = settings.storage.artefacts_bucket
+    stored = json.loads(store.get_bytes(bucket, DayReports(DAY).audit("json")))
+    assert stored["redaction"]["kinds"]["card_security"] == {"pattern": 0, "context": 1}
+    assert "edge.wav" not in json.dumps(stored["redaction"])
+    html = store.get_bytes(bucket, DayReports(DAY).audit("html")).decode()
+    assert "<tr><td>card_security</td><td>0</td><td>1</td></tr>" in html and "10.3 s silenced" in html
+    edge = EDGE.recording.recording_id
+    assert f'<li><a href="http://localhost:8091/call/{edge}">{edge}</a></li>' in html
+
+
+def test_a_day_whose_renditions_are_all_stored_says_so(settings: Settings) -> None:
+    index, store = _record_redaction_day(settings)
+    store.put_bytes(settings.storage.artefacts_bucket, RecordingVersion.of(EDGE.recording).redacted_audio, b"fLaC")
+    result = run_audit(DAY, load_rules(RULES), index, store, settings)
+    assert result.redaction is not None and result.redaction.missing_renditions == ()
+    html = store.get_bytes(settings.storage.artefacts_bucket, DayReports(DAY).audit("html")).decode()
+    assert "Every call with personal data has its redacted audio." in html
+
+
+def test_the_redaction_report_round_trips_and_an_old_report_without_it_still_reads(settings: Settings) -> None:
+    report = RedactionReport(True, 0.25, KINDS, 2, 8.8, ("r1",))
+    assert RedactionReport.from_dict(json.loads(json.dumps(report.to_dict()))) == report
+    store, bucket = LocalStore(settings.storage.path("store_root")), settings.storage.artefacts_bucket
+    finding = audit([CALLS[2]], load_rules(RULES), DAY).findings  # as an older run_audit stored them
+    store.put_bytes(bucket, DayReports(DAY).audit("json"), json.dumps(
+        {"summary": AuditResult(DAY, 1, finding).summary(), "findings": [f.to_dict() for f in finding],
+         "opened": []}).encode())
+    assert stored_audit(DAY, store, settings) == AuditResult(DAY, 1, finding, redaction=None)
+
+
+def test_cli_prints_the_redaction_after_the_counts_per_rule(settings: Settings) -> None:
+    _record_redaction_day(settings)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASR_")}
+    env.update(ASR_INDEX_PATH=str(settings.index.path("index_path")), ASR_STORE_ROOT=str(settings.storage.path("store_root")),
+               ASR_LEDGER_URL=settings.ledger.ledger_url, ASR_MODEL_DIR=settings.asr.model_dir)
+    asr = str(Path(sys.executable).parent / "asr")
+    proc = subprocess.run([asr, "audit", "--date", DAY, "--rerun"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("redaction:")))
+    assert lines[1:at] and all(line.startswith("  ") and line[2:6].strip().isdigit() for line in lines[1:at])
+    assert lines[at:at + 6] == [  # the default margin, 0.25 s: 2.5 + 3.0 s of the card call, 2.25 + 1.05 s of the edge's
+        "redaction: 5 values masked (3 by pattern, 2 by context), 8.8 s silenced, 1 rendition missing",
+        "  card           1 by pattern  0 by context",
+        "  card_security  0 by pattern  1 by context",
+        "  email          0 by pattern  1 by context",
+        "  phone          2 by pattern  0 by context",
+        f"  rendition missing  {EDGE.recording.recording_id}",
+    ]
+    assert lines[at + 6].startswith("SEVERITY")
+    stored = subprocess.run([asr, "audit", "--date", DAY, "--json"], env=env, capture_output=True, text=True)
+    assert json.loads(stored.stdout)["redaction"]["missing_renditions"] == [EDGE.recording.recording_id]
+    old = json.loads(LocalStore(settings.storage.path("store_root")).get_bytes(
+        settings.storage.artefacts_bucket, DayReports(DAY).audit("json")))
+    del old["redaction"]
+    LocalStore(settings.storage.path("store_root")).put_bytes(
+        settings.storage.artefacts_bucket, DayReports(DAY).audit("json"), json.dumps(old).encode())
+    before = subprocess.run([asr, "audit", "--date", DAY], env=env, capture_output=True, text=True)
+    assert before.returncode == 0, before.stderr
+    assert "redaction: not in this report (audited before reports had it; --rerun adds it)" in before.stdout.splitlines()
+
+
+def test_the_app_serves_the_redaction_with_links_inside_the_app(settings: Settings) -> None:
+    from fastapi.testclient import TestClient
+
+    from asr_tasks.web.app import create_app
+
+    index, store = _record_redaction_day(settings)
+    run_audit(DAY, load_rules(RULES), index, store, settings)
+    html = TestClient(create_app(settings), root_path="/search").get(f"/reports/qa/{DAY}").text
+    edge = EDGE.recording.recording_id
+    assert "<tr><td>phone</td><td>2</td><td>0</td></tr>" in html
+    assert f'<li><a href="call/{edge}">{edge}</a></li>' in html and "localhost" not in html

@@ -339,7 +339,7 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
         ("call_0009_zh.flac", "recording-disclosure"),
     }
     card = next(f for f in report["findings"] if f["rule_id"] == "card-number-read-out")
-    assert card["speaker"] == "agent" and 15.0 < card["start"] < card["end"] <= 26.0  # said from ~17 s to ~25 s
+    assert card["speaker"] == "agent" and 15.0 < card["start"] < card["end"] <= 33.0  # said from ~17 s to ~31 s
     assert card["matched_text"].startswith("[CARD ****")  # found before masking, stored masked
 
     # The README's sample output is this day's: make demo's sections and its console blocks.
@@ -352,7 +352,7 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
         if isinstance(transcript := json.loads(path.read_text()), dict) and "segments" in transcript:
             stored.add_text(f"{path}: words", "\n".join("".join(w["text"] for w in seg["words"])
                                                          for seg in transcript["segments"]))
-    assert any(where.endswith(": words") and "[CARD ****1111]" in text
+    assert any(where.endswith(": words") and "[CARD ****" in text
                for where, texts in stored.texts.items() for text in texts)
     stored.add_sqlite(tmp_path / "index.sqlite", ("segments", "recordings", "findings"))
     stored.add_sqlite(tmp_path / "ledger.sqlite", ("recording_ledger",))
@@ -366,10 +366,12 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
     found = json.loads(next(prefix.glob("gated.*.json")).read_text())["pii"]
     assert sorted((d["kind"], d["speaker"]) for d in found) == [("bank_account", "agent"), ("card", "agent"),
                                                                 ("phone", "customer")]
-    spans = [(d["start"] - 0.25, d["end"] + 0.25) for d in found]
-    # word times: the silence covers the number, not its whole sentence ("Let me read back your card number, ...")
+    spans = [(a - 0.25, b + 0.25) for d in found for a, b in d["parts"]]
+    # word times: the silence covers the number, not its whole sentence ("Let me read back your card number, ...");
+    # read back in two goes, it is silent over each half and not over the pause between them
     card_span = next(d for d in found if d["kind"] == "card")
-    assert card_span["start"] > 18.0 and card_span["end"] - card_span["start"] < 8.0
+    assert card_span["start"] > 18.0 and len(card_span["parts"]) == 2, card_span
+    assert all(b - a < 6.0 for a, b in card_span["parts"]) and card_span["parts"][1][0] - card_span["parts"][0][1] > 3
     original, redacted = (samples(path) for path in (tmp_path / "store" / "recordings" / "calls/2026/11/27/call_0008.ogg",
                                                       prefix / "redacted.flac"))
     rate = int(json.loads(run(["ffprobe", "-v", "error", "-show_entries", "stream=sample_rate", "-of", "json",
@@ -384,6 +386,10 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
     # and the rest as it was: the Opus call decodes to floats, which FLAC keeps as 16-bit, so within one step
     difference = np.abs(redacted[outside].astype(np.int32) - original[outside].astype(np.int32))
     assert difference.max() <= 1
+    # Transcribed again, the rendition says neither the card nor the phone number (nor the account).
+    proc = run([asr, "transcribe", str(prefix / "redacted.flac"), "--json"], {**env, "ASR_REDACT_PII": "false"})
+    heard = " ".join(s["text"] for s in json.loads(proc.stdout)[0]["segments"])
+    assert "correct" in heard and not re.search(r"\d(?:\W{0,2}\d){2}", heard), heard
     assert not (prefix.parent / next(r["recording_id"] for r in status["recordings"]
                                      if r["key"].endswith("call_0005_jfk.flac")) / "redacted.flac").exists()
 

@@ -1,7 +1,8 @@
 """A day's audit run: the rules over its gated transcripts, the findings into the index, the report into storage.
 
-The report (HTML, CSV, JSON) links every finding to its second on the call page
-and lists who opened which call that day; ``stored_audit`` reads its JSON back.
+The report (HTML, CSV, JSON) links every finding to its second on the call page,
+says how the day's masking fared (``audit.redaction``) and lists who opened which
+call that day; ``stored_audit`` reads its JSON back.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from asr_tasks.audit.redaction import RedactionReport, redaction_report
 from asr_tasks.audit.rules import AuditResult, Finding, Rule, audit
 from asr_tasks.config import Settings
 from asr_tasks.index.base import TranscriptIndex
@@ -30,11 +32,21 @@ CSV_FIELDS = ["rule_id", "severity", "key", "agent_id", "speaker", "start", "end
               "description", "link"]
 
 
-def finding_link(f: Finding, search_url: str) -> str:
-    """Where the call page opens this recording at this second: under ``search_url`` (the stored report, read
-    outside the app), or relative to the page's ``<base href>`` when it is empty (the report the app serves)."""
+def call_link(recording_id: str, search_url: str) -> str:
+    """The recording's call page: under ``search_url`` (the stored report, read outside the app), or relative
+    to the page's ``<base href>`` when it is empty (the report the app serves)."""
     base = f"{search_url.rstrip('/')}/" if search_url else ""
-    return f"{base}call/{f.recording_id}?t={f.start:.2f}"
+    return f"{base}call/{recording_id}"
+
+
+def finding_link(f: Finding, search_url: str) -> str:
+    """Where the call page opens this recording at this finding's second."""
+    return f"{call_link(f.recording_id, search_url)}?t={f.start:.2f}"
+
+
+def missing_links(redaction: RedactionReport | None, search_url: str) -> list[tuple[str, str]]:
+    """Each recording whose redacted rendition is missing, with its call page: where an auditor checks it."""
+    return [(rid, call_link(rid, search_url)) for rid in (redaction.missing_renditions if redaction else ())]
 
 
 def report_csv(result: AuditResult, search_url: str) -> str:
@@ -50,7 +62,14 @@ def report_csv(result: AuditResult, search_url: str) -> str:
 def report_html(result: AuditResult, search_url: str, opened: list[dict[str, Any]]) -> str:
     """The day's audit as a page: counts per rule and agent, each finding linked to its second, and who opened what."""
     return render("qa_audit.html", day=result.call_date, summary=result.summary(),
-                  findings=[(f, finding_link(f, search_url)) for f in result.findings], opened=opened)
+                  findings=[(f, finding_link(f, search_url)) for f in result.findings], opened=opened,
+                  redaction=result.redaction, missing=missing_links(result.redaction, search_url))
+
+
+def report_json(result: AuditResult, opened: list[dict[str, Any]]) -> dict[str, Any]:
+    """What ``stored_audit`` and the app read back: the summary, the findings, the redaction, who opened what."""
+    return {"summary": result.summary(), "findings": [f.to_dict() for f in result.findings],
+            "redaction": result.redaction.to_dict() if result.redaction else None, "opened": opened}
 
 
 def opened_on(day: str, settings: Settings) -> list[dict[str, Any]]:
@@ -78,23 +97,29 @@ def run_audit(call_date: str, rules: list[Rule], index: TranscriptIndex, store: 
     """
     artefacts = Artefacts.of(store, settings)
     policy = load_policy(settings.postprocess.path("pii_dir"))
-    result = audit(day_transcripts(call_date, artefacts, settings), rules, call_date, policy)
+    transcripts = day_transcripts(call_date, artefacts, settings)
+    redaction = redaction_report(transcripts, artefacts, settings)  # as stored: before the audit masks in memory
+    result = audit(transcripts, rules, call_date, policy)
+    result.redaction = redaction
     index.replace_findings(call_date, [f.to_dict() for f in result.findings])
     reports, search_url = DayReports(call_date), settings.web.search_url
     opened = opened_on(call_date, settings)
     store.put_bytes(artefacts.bucket, reports.audit("html"), report_html(result, search_url, opened).encode())
     store.put_bytes(artefacts.bucket, reports.audit("csv"), report_csv(result, search_url).encode())
-    store.put_bytes(artefacts.bucket, reports.audit("json"), json.dumps(
-        {"summary": result.summary(), "findings": [f.to_dict() for f in result.findings], "opened": opened},
-        ensure_ascii=False, indent=1).encode())
+    store.put_bytes(artefacts.bucket, reports.audit("json"),
+                    json.dumps(report_json(result, opened), ensure_ascii=False, indent=1).encode())
     return result
 
 
 def stored_audit(call_date: str, store: ObjectStore, settings: Settings) -> AuditResult | None:
-    """The day's audit as its last run stored it (the nightly DAG's, or a rerun's); None if none is stored."""
+    """The day's audit as its last run stored it (the nightly DAG's, or a rerun's); None if none is stored.
+
+    A report stored before the redaction section existed reads with ``redaction`` None."""
     bucket, key = settings.storage.artefacts_bucket, DayReports(call_date).audit("json")
     if not store.exists(bucket, key):
         return None
     report = json.loads(store.get_bytes(bucket, key))
+    redaction = report.get("redaction")
     return AuditResult(call_date, int(report["summary"]["recordings"]),
-                       [Finding.from_dict(f) for f in report["findings"]])
+                       [Finding.from_dict(f) for f in report["findings"]],
+                       RedactionReport.from_dict(redaction) if redaction else None)

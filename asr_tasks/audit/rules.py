@@ -19,6 +19,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from asr_tasks.audit.redaction import RedactionReport
 from asr_tasks.chars import CJK_CHAR
 from asr_tasks.models import Segment, Transcript, _Serialisable
 from asr_tasks.text.pii import redact_transcript
@@ -84,6 +85,8 @@ class AuditResult:
     call_date: str
     recordings: int
     findings: list[Finding] = field(default_factory=list)
+    # how the day's masking fared (``run_audit`` adds it); None for a bare ``audit`` and for reports stored before
+    redaction: RedactionReport | None = None
 
     def totals(self) -> dict[str, Any]:
         """Counts that name no party: what the DAG hands Airflow (XCom, which every DAG viewer reads)."""

@@ -20,6 +20,7 @@ from asr_tasks.inputs import InputError, calendar_day
 from asr_tasks.version import DayReports
 
 if TYPE_CHECKING:
+    from asr_tasks.audit.redaction import RedactionReport
     from asr_tasks.audit.rules import AuditResult, Finding
     from asr_tasks.intake.stores import ObjectStore
 
@@ -29,14 +30,38 @@ def found(f: Finding) -> str:
     return f.matched_text or f"not said in the first {f.end:g} s"
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def redaction_lines(redaction: RedactionReport | None) -> list[str]:
+    """The day's masking in a few aligned lines: the totals, one line per kind, one per missing rendition."""
+    if redaction is None:
+        return ["redaction: not in this report (audited before reports had it; --rerun adds it)"]
+    renditions = (f"{plural(len(redaction.missing_renditions), 'rendition')} missing"
+                  if redaction.missing_renditions else "every rendition present")
+    lines = [f"redaction: {'' if redaction.redact_pii else 'off (redact_pii is false), '}"
+             f"{plural(redaction.values, 'value')} masked ({redaction.by_pattern} by pattern, "
+             f"{redaction.by_context} by context), {redaction.seconds_silenced:.1f} s silenced, {renditions}"]
+    kind_width = max((len(k.kind) for k in redaction.kinds), default=0)
+    n_width = len(str(max((max(k.by_pattern, k.by_context) for k in redaction.kinds), default=0)))
+    lines += [f"  {k.kind:<{kind_width}}  {k.by_pattern:>{n_width}} by pattern  {k.by_context:>{n_width}} by context"
+              for k in redaction.kinds]
+    lines += [f"  rendition missing  {rid}" for rid in redaction.missing_renditions]
+    return lines
+
+
 def print_audit(result: AuditResult, search_url: str) -> None:
-    """The counts per rule, then one aligned row per finding with the call page that opens it at its second."""
+    """The counts per rule, how the day's masking fared, then one aligned row per finding with the call page
+    that opens it at its second."""
     from asr_tasks.audit.reports import finding_link
 
     summary = result.summary()
     print(f"{result.call_date}: {summary['recordings']} calls audited, {summary['findings']} findings")
     for rule, n in summary["by_rule"].items():
         print(f"  {n:4d}  {rule}")
+    for line in redaction_lines(result.redaction):
+        print(line)
     rows = [[f.severity, f.rule_id, f.key, f.speaker, f"{clock(f.start)}-{clock(f.end)}", found(f),
              finding_link(f, search_url)] for f in result.findings]
     if rows:
@@ -70,7 +95,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
               f"(asr audit --date {args.date} --rerun audits it now)", file=sys.stderr)
         return 1
     if args.json:
-        print_json({"summary": result.summary(), "findings": [f.to_dict() for f in result.findings]})
+        print_json({"summary": result.summary(), "findings": [f.to_dict() for f in result.findings],
+                    "redaction": result.redaction.to_dict() if result.redaction else None})
     else:
         print_audit(result, settings.web.search_url)
         report = f"{settings.storage.artefacts_bucket}/{DayReports(args.date).audit('html')}"

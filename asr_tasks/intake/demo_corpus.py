@@ -33,7 +33,7 @@ TTS_RATE = 22050
 class Call:
     call_id: str
     ext: str
-    turns: list[tuple[str, str]]  # (speaker "agent"/"customer", words)
+    turns: list[tuple[str, str]]  # (speaker "agent"/"customer", words), or ("pause", seconds of silence)
     stereo: bool = False
     sample_rate: int = 16000
     codec_args: tuple[str, ...] = ()
@@ -69,7 +69,7 @@ CALLS = [
         turns=[("agent", "Hello, this is a courtesy call about your credit card payment, which is now overdue.")],
     ),
     # Planted QA violations: no recording disclosure, a promise of risk-free returns, a card number read out;
-    # and personal data to mask: the card, a mobile phone and a bank account number.
+    # and personal data to mask: the card (read back in two goes), a North American phone and a bank account number.
     Call(
         "call_0008", "ogg", stereo=True, codec_args=("-c:a", "libopus", "-b:a", "32k"),
         sidecar={"agent_id": "AG-1005", "customer_id": "CU-5508", "direction": "outbound"},
@@ -78,8 +78,12 @@ CALLS = [
             ("customer", "Yes, I have a few minutes."),
             ("agent", "Our new fund is completely risk free, and you will earn money every single month."),
             ("customer", "How do I sign up?"),
-            ("agent", "Let me read back your card number. Four one one one, one one one one, one one one one, one one one one."),
-            ("customer", "That is correct. You can call me back on one three eight, one two three four, five six seven eight."),
+            # read back in two goes: a pause of over four seconds, the customer's "mm hm" between the halves
+            ("agent", "Let me read back your card number. Four five three nine, one four eight eight,"),
+            ("customer", "Mm hm."),
+            ("pause", "2.5"),
+            ("agent", "zero three four three, six four six seven."),
+            ("customer", "That is correct. You can call me back on four one five, five five five, two six seven one."),
             ("agent", "And the refund goes to your account, the account number is six two two two, zero two one two, "
                       "three four five six, seven eight nine zero."),
             ("customer", "Thank you."),
@@ -107,6 +111,10 @@ def _render(call: Call, work: Path) -> Path:
     gap = np.zeros(int(0.8 * TTS_RATE), dtype="<i2")
     channels: list[list[np.ndarray]] = [[gap], [gap]]
     for n, (speaker, words) in enumerate(call.turns):
+        if speaker == "pause":
+            channels[0].append(np.zeros(int(float(words) * TTS_RATE), dtype="<i2"))
+            channels[1].append(channels[0][-1])
+            continue
         voice = "en-us" if speaker == "agent" else "en-gb-x-rp"
         speech = _speak(words, voice, work / f"turn{n}.wav")
         side = 0 if speaker == "agent" or not call.stereo else 1

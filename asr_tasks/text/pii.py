@@ -79,14 +79,19 @@ def _candidates(pattern: re.Pattern[str], reading: Reading) -> list[tuple[int, i
 
 
 def _find(reading: Reading, policy: Policy, language: str | None) -> list[tuple[int, int, str, str]]:
-    found: list[tuple[int, int, str, str]] = []
-    for name, kind in policy.kinds.items():
+    """Every kind's values that count, the longest first (a kind earlier in the policy first among equals),
+    none overlapping: a number is masked whole, as the kind that reads most of it."""
+    counted = []
+    for order, (name, kind) in enumerate(policy.kinds.items()):
         for start, end in _candidates(kind.compiled, reading):
-            if any(start < b and a < end for a, b, _, _ in found):
-                continue
             value, before = reading.text[start:end], reading.text[max(0, start - policy.context_chars) : start]
             if kind.counts(value, before, language):
-                found.append((start, end, policy.reported_as(name), kind.mask.format(last4=digits(value)[-4:])))
+                counted.append((start - end, order, start, end, name, value))
+    found: list[tuple[int, int, str, str]] = []
+    for _, _, start, end, name, value in sorted(counted):
+        if not any(start < b and a < end for a, b, _, _ in found):
+            mask = policy.kinds[name].mask.format(last4=digits(value)[-4:])
+            found.append((start, end, policy.reported_as(name), mask))
     return sorted(found)
 
 
@@ -190,7 +195,7 @@ def redact(transcript: Transcript, policy: Policy) -> tuple[Transcript, list[Det
         for n, lo, hi in f.pieces:
             seg = segments[n]
             edits.setdefault(n, []).append((lo, hi, f.mask))
-            said = _word_range(seg.text, seg.words, lo, hi)
+            said = _widened(seg.words, _word_range(seg.text, seg.words, lo, hi), policy)
             word_edits.setdefault(n, []).append((*(said or (0, len(seg.words) - 1)), f.mask))
             parts.append([seg.words[said[0]].start, seg.words[said[1]].end] if said else [seg.start, seg.end])
         first = segments[f.pieces[0][0]]
@@ -234,6 +239,30 @@ def _word_range(text: str, words: list[SpokenWord], lo: int, hi: int) -> tuple[i
                min((b.b for b in anchors if b.a >= hi), default=len(spoken)))
     said = [k for k, (a, b) in enumerate(bounds) if a < end and start < b and words[k].text.strip()]
     return (said[0], said[-1]) if said else (0, len(words) - 1)
+
+
+def _says_digits(word: str, policy: Policy) -> bool:
+    spoken, bare = policy.spoken, word.strip(" ,.;:!?，。、；：！？-").lower()
+    return bool(bare) and (bare.isdigit() or bare in spoken.digit_words or bare in spoken.repeat_words
+                           or bare in spoken.plus_words or all(ch in spoken.digit_words or ch.isdigit() for ch in bare))
+
+
+def _widened(words: list[SpokenWord], said: tuple[int, int] | None, policy: Policy) -> tuple[int, int] | None:
+    """``said`` and the words next to it that say digits too: where the text and the model's words align
+    uncertainly ("oh 240 8 oh two" against "five oh two four zero eight oh two"), the number's words all go."""
+    if said is None:
+        return None
+    def digit_at(k: int, step: int) -> int | None:  # the word at k, or past punctuation, that says digits
+        while 0 <= k < len(words) and not words[k].text.strip(" ,.;:，。、；：-"):
+            k += step
+        return k if 0 <= k < len(words) and _says_digits(words[k].text, policy) else None
+
+    first, last = said
+    while (k := digit_at(first - 1, -1)) is not None:
+        first = k
+    while (k := digit_at(last + 1, 1)) is not None:
+        last = k
+    return first, last
 
 
 def _mask_words(words: list[SpokenWord], edits: list[tuple[int, int, str]]) -> list[SpokenWord]:

@@ -13,7 +13,8 @@ from fastapi import APIRouter, Request
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse
 
-from asr_tasks.audit.reports import finding_link
+from asr_tasks.audit.redaction import RedactionReport
+from asr_tasks.audit.reports import finding_link, missing_links
 from asr_tasks.audit.rules import Finding
 from asr_tasks.version import DayReports
 from asr_tasks.web.call_page import audit_rules, finding_words
@@ -55,16 +56,18 @@ def qa_days(request: Request, door: CallDoor) -> HTMLResponse:
 @router.get("/reports/qa/{day}", response_class=HTMLResponse)
 def qa_report(request: Request, day: Annotated[str, PathParam(pattern=DAY_PATTERN)], door: CallDoor) -> HTMLResponse:
     """The day's QA report: counts per rule and agent, each finding in words and linked to its second on the
-    call page, and who opened which call that day."""
+    call page, how the day's masking fared, and who opened which call that day."""
     calendar_day(day, "day")
     report = stored_report(door, day)
     if report is None:
         return render_page(request, "qa_report.html", here="findings", day=day, summary=None)
     door.log("read", detail=f"the QA report of {day}")
     findings = [Finding.from_dict(f) for f in report["findings"]]
+    redaction = RedactionReport.from_dict(report["redaction"]) if report.get("redaction") else None
     rules = audit_rules(door.settings)
     return render_page(request, "qa_report.html", here="findings", day=day, summary=report["summary"],
                        findings=[(f, finding_link(f, "")) for f in findings],
+                       redaction=redaction, missing=missing_links(redaction, ""),
                        # who opened which call is the access log's: shown only to those who may read it
                        opened=(report.get("opened") or []) if "access_log" in held(request) else [],
                        words=[finding_words(f.to_dict(), rules) for f in findings],
