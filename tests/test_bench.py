@@ -63,7 +63,12 @@ def check_listing(r: Report) -> None:
 
 def check_pii(r: Report) -> None:
     assert r["calls"] == 8 and positive(r["audio_s"])
-    assert r["kinds"] and all(0 <= k["recall"] <= 1 and 0 <= k["precision"] <= 1 for k in r["kinds"].values())
+    held = {"card", "card_security", "phone", "bank_account", "email", "one_time_code", "prc_id"}  # one call each
+    for kinds in (r["kinds"], r["kinds_without_context"]):  # both runs score the same calls
+        assert {kind for kind, k in kinds.items() if k["tp"] + k["fn"]} == held
+        assert all(k["tp"] + k["fn"] <= 1 and 0 <= k["recall"] <= 1 and 0 <= k["precision"] <= 1
+                   for k in kinds.values())
+    assert isinstance(r["by_context"], int) and r["by_context"] >= 0
     assert r["masking_s_per_audio_hour"] >= 0 and r["silenced_s_word_times"] >= 0
     assert isinstance(r["misses"], list)
 
@@ -157,8 +162,8 @@ DOCUMENTED = {  # the top-level keys each script's docstring lists
                    "list_with_etags_seconds", "sensor_poke_quiet_seconds", "sensor_poke_marker_missing_seconds",
                    "sensor_poke_marker_present_seconds", "client_cpu_seconds", "quiet_poke_http_requests",
                    "marker_poke_http_requests", "measured_at"},
-    "pii.py": {"calls", "audio_s", "kinds", "masking_s_per_audio_hour", "redacted_audio_s_per_audio_hour",
-               "silenced_s_word_times", "silenced_s_whole_segments", "misses"},
+    "pii.py": {"calls", "audio_s", "kinds", "kinds_without_context", "by_context", "masking_s_per_audio_hour",
+               "redacted_audio_s_per_audio_hour", "silenced_s_word_times", "silenced_s_whole_segments", "misses"},
     "pipeline.py": {"machine", "day", "engine", "pipeline", "packing_in_the_dag", "engine_alone", "naive",
                     "pipeline_over_engine", "pipeline_over_naive", "wer_pipeline", "wer_pipeline_on_naive_files",
                     "wer_naive"},

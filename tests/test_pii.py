@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -216,3 +217,32 @@ def test_a_bank_turns_a_kinds_context_triggering_off(tmp_path: Path) -> None:
     assert policy.kinds["card"].pattern == POLICY.kinds["card"].pattern and policy.kinds["card"].prompt is None
     transcript = call(("agent", 1.0, 3.0, "What's the card number?"), ("customer", 4.0, 8.0, "4111 Nero 111 time"))
     assert redact(transcript, POLICY)[1] and not redact(transcript, policy)[1]
+
+
+def test_back_channels_are_short_replies_whatever_their_spelling() -> None:
+    from asr_tasks.text.turns import is_backchannel
+
+    def seg(text: str) -> Segment:
+        return Segment("r1", 1, "customer", 0.0, 1.0, text)
+
+    assert all(is_backchannel(seg(t), POLICY.spoken) for t in ("Mm-hmm.", "mhm", "Yes, yes.", "OK.", "嗯嗯。", "对。"))
+    assert not any(is_backchannel(seg(t), POLICY.spoken) for t in (
+        "Yes, and the last four?", "我不知道", "m" * 39 + "x", "mm " * 500))  # "mmm…x" without trying every split
+
+
+def test_speech_in_an_answer_the_model_made_no_words_of_is_silenced_as_the_kind_asked_for() -> None:
+    """The customer's "eight nine two" after "the three digits on the back?": dropped by the model, or written
+    into a segment it began before the question; the VAD heard it, so the rendition silences it."""
+    transcript = call(("agent", 1.0, 4.0, "Could you read me the long number on the card?"),
+                      ("customer", 4.5, 22.5, "And the last eight 3, 0146, 7883, 0146, 8882"),
+                      ("agent", 16.8, 20.4, "And the three digits on the back?"))
+    transcript = dataclasses.replace(transcript, analytics={"speech": {
+        "agent": [[1.0, 4.0], [16.8, 20.4]], "customer": [[4.6, 16.6], [21.1, 22.3]]}})
+    clean, found = redact(transcript, POLICY)
+    assert [(d.kind, d.by, d.speaker, d.parts) for d in found] == [
+        ("card", "pattern", "customer", [[4.5, 22.5]]), ("card_security", "context", "customer", [[21.1, 22.3]])]
+    assert found[1].masked == "[CARD-SECURITY]" and "0146" not in clean.segments[1].text
+    # the answer's own words, where the model wrote them, leave nothing unheard
+    heard = dataclasses.replace(transcript, segments=[*transcript.segments,
+                                                      Segment("r1", 1, "customer", 21.0, 22.4, "It's 892.")])
+    assert [(d.kind, d.parts) for d in redact(heard, POLICY)[1]][1:] == [("card_security", [[21.0, 22.4]])]

@@ -27,11 +27,13 @@ from asr_tasks.chars import CJK_CHAR
 from asr_tasks.models import Segment, SpokenWord, Transcript
 from asr_tasks.text.pii_policy import Policy, digits
 from asr_tasks.text.spoken import Reading, read
-from asr_tasks.text.turns import Piece, answers, turns
+from asr_tasks.text.turns import Answer, Piece, answers, turns
 
 ANCHOR_CHARS = 3  # shortest run of characters shared by the text and the model's words that aligns them
 ANCHOR_CJK_CHARS = 2  # the same for a run of Chinese characters, each of which is a word
-SUBSPAN_DIGITS = 24  # the longest part of a number in groups that is tried as a value of its own
+BRIDGE_WORDS = 4  # other words an answer's digits may have between them ("4 1 1 I'm on 5 2 …")
+SUBSPAN_DIGITS = 24
+UNHEARD_SECONDS = 0.3  # the shortest speech without words in an answer that is silenced  # the longest part of a number in groups that is tried as a value of its own
 WORD = re.compile(rf"\d+|[A-Za-z\u00c0-\u024f']+|{CJK_CHAR.pattern}")  # a digit group, a word, a Chinese character
 
 
@@ -61,7 +63,9 @@ class _Found:
     kind: str
     by: str
     mask: str
-    pieces: list[Piece]
+    pieces: list[Piece]  # what said it, in the segments' texts
+    parts: list[list[float]] = field(default_factory=list)  # speech without words: its seconds
+    who: tuple[int, str] = (0, "")  # and its (channel, speaker)
 
 
 def _candidates(pattern: re.Pattern[str], reading: Reading) -> list[tuple[int, int]]:
@@ -108,34 +112,27 @@ def mask_text(text: str, policy: Policy, language: str | None = None) -> str:
     return text
 
 
-def _stretches(reading: Reading, policy: Policy, least: int) -> list[tuple[int, int, str]]:
-    """Digit-like speech in an answer: digits and words the model writes for misheard digits, at most one other
-    word between two of them; (start, end, what was heard: digits, ``*`` for a misheard one) of each stretch
-    that says ``least`` digits or more, at least half of them as digits."""
+def _stretches(reading: Reading, policy: Policy) -> list[tuple[int, int, str]]:
+    """Digit-like speech: digits, and words the model writes for misheard digits, with at most ``BRIDGE_WORDS``
+    other words between two of them; (start, end, what was heard: digits, ``*`` for a misheard one) of each."""
     misheard = policy.spoken.misheard
     out: list[tuple[int, int, str]] = []
-    stretch: list[tuple[int, int, str | None]] = []  # (start, end, digits said; None: a misheard digit)
-    between = 0  # other words since the last digit-like one
-
-    def close() -> None:
-        said = sum(len(d) for *_, d in stretch if d)
-        like = said + sum(1 for *_, d in stretch if d is None)
-        if like >= least and 2 * said >= like:
-            out.append((stretch[0][0], stretch[-1][1], "".join(d or "*" for *_, d in stretch)))
-
+    start = end = between = 0
+    heard = ""
     for m in WORD.finditer(reading.text):
         word = m.group()
         if word.isdigit() or word.lower() in misheard:
-            stretch.append((m.start(), m.end(), word if word.isdigit() else None))
-            between = 0
-        elif stretch and between == 0:
-            between = 1
-        else:
-            if stretch:
-                close()
-            stretch, between = [], 0
-    if stretch:
-        close()
+            if not heard:
+                start = m.start()
+            heard += word if word.isdigit() else "*"
+            end, between = m.end(), 0
+        elif heard and between < BRIDGE_WORDS:
+            between += 1
+        elif heard:
+            out.append((start, end, heard))
+            heard, between = "", 0
+    if heard:
+        out.append((start, end, heard))
     return out
 
 
@@ -162,17 +159,49 @@ def _by_pattern(segments: list[Segment], policy: Policy, language: str | None) -
     return found
 
 
-def _by_context(segments: list[Segment], policy: Policy, found: list[_Found]) -> list[_Found]:
-    """Digit-like speech answering a prompt, as its kind, where patterns did not find it already."""
+def _by_context(transcript: Transcript, segments: list[Segment], policy: Policy,
+                found: list[_Found]) -> list[_Found]:
+    """An answer to a prompt that says digits (``answer_digits`` or more, at least half of them heard as digits):
+    all its digit-like speech, as the prompt's kind, where patterns did not find it already; and any speech in
+    the answer that the model made no words of (``_unheard``)."""
     out: list[_Found] = []
-    for name, passage in answers(segments, policy):
-        kind = policy.kinds[name]
-        reading = read(passage.text, policy.spoken)
-        for start, end, said in _stretches(reading, policy, kind.answer_digits):
-            pieces = _claim(found + out, passage.locate(*reading.source(start, end)), segments)
+    for answer in answers(segments, policy):
+        kind = policy.kinds[answer.kind]
+        for passage in answer.passages:
+            reading = read(passage.text, policy.spoken)
+            stretches = _stretches(reading, policy)
+            heard = "".join(h for *_, h in stretches)
+            if len(heard) < kind.answer_digits or 2 * len(heard.replace("*", "")) < len(heard):
+                continue  # not an answer that says the kind's digits
+            pieces = [p for a, b, _ in stretches
+                      for p in _claim(found + out, passage.locate(*reading.source(a, b)), segments)]
             if pieces:
-                mask = kind.mask.format(last4=said[-4:])
-                out.append(_Found(policy.reported_as(name), "context", mask, pieces))
+                mask = kind.mask.format(last4=heard[-4:])
+                out.append(_Found(policy.reported_as(answer.kind), "context", mask, pieces))
+        out += _unheard(answer, transcript, segments, policy)
+    return out
+
+
+def _unheard(answer: Answer, transcript: Transcript, segments: list[Segment], policy: Policy) -> list[_Found]:
+    """Speech in an answer (the VAD's, per speaker) that no segment of the answer covers: the model dropped it,
+    or wrote it into a segment it began before the prompt, so nobody can say it was not the number asked for;
+    silenced as the prompt's kind."""
+    speech = (transcript.analytics or {}).get("speech") or {}
+    out = []
+    for speaker, spans in speech.items():
+        said = [(s.start, s.end) for s in segments if s.speaker == speaker and s.text.strip()
+                and s.start >= answer.start]
+        left: list[tuple[float, float]] = []
+        for a, b in spans:
+            pieces = [(max(a, answer.asked), min(b, answer.until))]
+            for x, y in said:
+                pieces = [q for c, d in pieces for q in ((c, min(d, x)), (max(c, y), d)) if q[1] - q[0] > 0]
+            left += [q for q in pieces if q[1] - q[0] >= UNHEARD_SECONDS]
+        if left:
+            channel = next((s.channel for s in segments if s.speaker == speaker), answer.asker[0])
+            mask = policy.kinds[answer.kind].mask.format(last4="")
+            out.append(_Found(policy.reported_as(answer.kind), "context", mask, [],
+                              [[round(a, 3), round(b, 3)] for a, b in left], (channel, speaker)))
     return out
 
 
@@ -180,26 +209,30 @@ def redact(transcript: Transcript, policy: Policy) -> tuple[Transcript, list[Det
     """The transcript with every value masked in ``text`` and in the words of each segment that said part of it,
     and what was found.
 
-    Each part of a detection has the seconds of the words that said it, where the
-    segment has word times, else the whole segment's. A segment that held a value
+    Each part of a detection found by its pattern has the seconds of the words that
+    said it, where the segment has word times, else the whole segment's; one found
+    by context has the seconds of each segment of the answer that said it. A segment that held a value
     keeps no ``text_raw``; its words that said the value become one word holding the mask.
     """
     segments = list(transcript.segments)
     found = _by_pattern(segments, policy, transcript.language)
-    found += _by_context(segments, policy, found)
+    found += _by_context(transcript, segments, policy, found)
     edits: dict[int, list[tuple[int, int, str]]] = {}
     word_edits: dict[int, list[tuple[int, int, str]]] = {}
     detections = []
     for f in found:
-        parts = []
+        parts = list(f.parts)
         for n, lo, hi in f.pieces:
             seg = segments[n]
             edits.setdefault(n, []).append((lo, hi, f.mask))
             said = _widened(seg.words, _word_range(seg.text, seg.words, lo, hi), policy)
             word_edits.setdefault(n, []).append((*(said or (0, len(seg.words) - 1)), f.mask))
-            parts.append([seg.words[said[0]].start, seg.words[said[1]].end] if said else [seg.start, seg.end])
-        first = segments[f.pieces[0][0]]
-        detections.append(Detection(f.kind, first.channel, first.speaker, min(p[0] for p in parts),
+            if said and f.by == "pattern":
+                parts.append([seg.words[said[0]].start, seg.words[said[1]].end])
+            elif [seg.start, seg.end] not in parts:  # an answer's words may be as wrong as its digits: all of it
+                parts.append([seg.start, seg.end])
+        channel, speaker = (segments[f.pieces[0][0]].channel, segments[f.pieces[0][0]].speaker) if f.pieces else f.who
+        detections.append(Detection(f.kind, channel, speaker, min(p[0] for p in parts),
                                     max(p[1] for p in parts), f.mask, f.by, parts))
     for n, changes in edits.items():
         text = segments[n].text

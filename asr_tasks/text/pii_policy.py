@@ -156,7 +156,8 @@ class Spoken(BaseModel):
     @cached_property
     def backchannel(self) -> re.Pattern[str] | None:
         alternation = _alternation(self.backchannels)
-        return None if alternation is None else re.compile(rf"(?:\W*(?:{alternation.pattern})\W*)+", re.IGNORECASE)
+        # atomic: "mmmm…x" must not try every way of splitting its m's among the repeats
+        return None if alternation is None else re.compile(rf"(?:\W*+(?>{alternation.pattern})\W*+)++", re.IGNORECASE)
 
 
 class Policy(BaseModel):

@@ -15,6 +15,7 @@ from asr_tasks.models import Segment
 from asr_tasks.text.pii_policy import Policy, Spoken
 
 Piece = tuple[int, int, int]
+BACKCHANNEL_CHARS = 40  # a back-channel is a word or two, never a sentence
 QUESTION_ZH = re.compile(r"[吗呢么][\s。.!！]*$")  # (segment index, start, end in that segment's text)
 
 
@@ -48,7 +49,9 @@ class Passage:
 
 def is_backchannel(segment: Segment, spoken: Spoken) -> bool:
     """A listener's "mm", "yes", 嗯: said while the other speaker goes on, it does not end their turn."""
-    return spoken.backchannel is not None and spoken.backchannel.fullmatch(segment.text.strip()) is not None
+    text = segment.text.strip()
+    return (len(text) <= BACKCHANNEL_CHARS and spoken.backchannel is not None
+            and spoken.backchannel.fullmatch(text) is not None)
 
 
 def turns(segments: list[Segment], policy: Policy) -> list[Passage]:
@@ -79,7 +82,19 @@ def is_question(segment: Segment, policy: Policy) -> bool:
     return asks and (policy.follow_up is None or policy.follow_up.search(text) is None)
 
 
-def answers(segments: list[Segment], policy: Policy) -> list[tuple[str, Passage]]:
+@dataclass(frozen=True)
+class Answer:
+    """What was said after a prompt of a kind: each speaker's words, and the seconds it spans."""
+
+    kind: str
+    asker: tuple[int, str]  # (channel, speaker) of the prompt
+    start: float  # the start of the prompt's segment: what begins later may answer it
+    asked: float  # the end of the prompt's segment
+    until: float
+    passages: tuple[Passage, ...]  # one per speaker
+
+
+def answers(segments: list[Segment], policy: Policy) -> list[Answer]:
     """What each speaker said after a prompt of a kind ("what's the card number?", "卡号是多少"): from the
     prompt to ``answer_seconds`` after its segment, the next prompt of another kind, or the asker's next
     question, whichever comes first."""
@@ -103,5 +118,6 @@ def answers(segments: list[Segment], policy: Policy) -> list[tuple[str, Passage]
                 per_speaker.setdefault((seg.channel, seg.speaker), []).append((m, after, len(seg.text)))
             elif start <= seg.start < until and (seg.start > start or m > n):
                 per_speaker.setdefault((seg.channel, seg.speaker), []).append((m, 0, len(seg.text)))
-        out += [(name, Passage.of(segments, pieces)) for pieces in per_speaker.values()]
+        out.append(Answer(name, asker, start, segments[n].end, until,
+                          tuple(Passage.of(segments, pieces) for pieces in per_speaker.values())))
     return out
