@@ -25,7 +25,7 @@ from difflib import SequenceMatcher
 
 from asr_tasks.chars import CJK_CHAR
 from asr_tasks.models import Segment, SpokenWord, Transcript
-from asr_tasks.text.pii_policy import Policy, digits
+from asr_tasks.text.pii_policy import Kind, Policy, digits
 from asr_tasks.text.spoken import Reading, read
 from asr_tasks.text.turns import Answer, Piece, answers, turns
 
@@ -33,7 +33,7 @@ ANCHOR_CHARS = 3  # shortest run of characters shared by the text and the model'
 ANCHOR_CJK_CHARS = 2  # the same for a run of Chinese characters, each of which is a word
 BRIDGE_WORDS = 4  # other words an answer's digits may have between them ("4 1 1 I'm on 5 2 …")
 SUBSPAN_DIGITS = 24
-UNHEARD_SECONDS = 0.3  # the shortest speech without words in an answer that is silenced  # the longest part of a number in groups that is tried as a value of its own
+UNHEARD_SECONDS = 0.3  # the shortest stretch of speech (the VAD's) without words in an answer that is silenced  # the longest part of a number in groups that is tried as a value of its own
 WORD = re.compile(rf"\d+|[A-Za-z\u00c0-\u024f']+|{CJK_CHAR.pattern}")  # a digit group, a word, a Chinese character
 
 
@@ -64,15 +64,18 @@ class _Found:
     by: str
     mask: str
     pieces: list[Piece]  # what said it, in the segments' texts
+    whole: frozenset[int] = frozenset()  # segments silenced whole (an answer's words may be as wrong as its digits)
     parts: list[list[float]] = field(default_factory=list)  # speech without words: its seconds
     who: tuple[int, str] = (0, "")  # and its (channel, speaker)
 
 
-def _candidates(pattern: re.Pattern[str], reading: Reading) -> list[tuple[int, int]]:
-    """Where ``pattern`` matches, longest first: its matches, and each run of whole groups of a number in groups
-    (so the card inside "300. 4111 1111 1111 1111" is found although the run as a whole fails the check)."""
+def _candidates(kind: Kind, reading: Reading) -> list[tuple[int, int]]:
+    """Where the kind's pattern matches, longest first: its matches, and for a kind with a check each run of whole
+    groups of a number in groups (so the card inside "300. 4111 1111 1111 1111" is found although the run as a
+    whole fails the check; a kind without one would find a phone number in any long enough misheard card)."""
+    pattern = kind.compiled
     spans = {m.span() for m in pattern.finditer(reading.text) if m.start() < m.end()}
-    for groups in reading.groups():
+    for groups in reading.groups() if kind.checks_or_context else ():
         for i, (a, _) in enumerate(groups):
             for _, b in groups[i:]:
                 if len(digits(reading.text[a:b])) > SUBSPAN_DIGITS:
@@ -87,7 +90,7 @@ def _find(reading: Reading, policy: Policy, language: str | None) -> list[tuple[
     none overlapping: a number is masked whole, as the kind that reads most of it."""
     counted = []
     for order, (name, kind) in enumerate(policy.kinds.items()):
-        for start, end in _candidates(kind.compiled, reading):
+        for start, end in _candidates(kind, reading):
             value, before = reading.text[start:end], reading.text[max(0, start - policy.context_chars) : start]
             if kind.counts(value, before, language):
                 counted.append((start - end, order, start, end, name, value))
@@ -177,15 +180,16 @@ def _by_context(transcript: Transcript, segments: list[Segment], policy: Policy,
                       for p in _claim(found + out, passage.locate(*reading.source(a, b)), segments)]
             if pieces:
                 mask = kind.mask.format(last4=heard[-4:])
-                out.append(_Found(policy.reported_as(answer.kind), "context", mask, pieces))
+                whole = frozenset(n for n, _, _ in pieces if n != answer.segment)
+                out.append(_Found(policy.reported_as(answer.kind), "context", mask, pieces, whole))
         out += _unheard(answer, transcript, segments, policy)
     return out
 
 
 def _unheard(answer: Answer, transcript: Transcript, segments: list[Segment], policy: Policy) -> list[_Found]:
-    """Speech in an answer (the VAD's, per speaker) that no segment of the answer covers: the model dropped it,
-    or wrote it into a segment it began before the prompt, so nobody can say it was not the number asked for;
-    silenced as the prompt's kind."""
+    """Speech in an answer (the VAD's, per speaker) that segments of the answer mostly do not cover: the model
+    dropped it, or wrote it into a segment it began before the prompt, so nobody can say it was not the number
+    asked for; silenced as the prompt's kind."""
     speech = (transcript.analytics or {}).get("speech") or {}
     out = []
     for speaker, spans in speech.items():
@@ -193,14 +197,14 @@ def _unheard(answer: Answer, transcript: Transcript, segments: list[Segment], po
                 and s.start >= answer.start]
         left: list[tuple[float, float]] = []
         for a, b in spans:
-            pieces = [(max(a, answer.asked), min(b, answer.until))]
-            for x, y in said:
-                pieces = [q for c, d in pieces for q in ((c, min(d, x)), (max(c, y), d)) if q[1] - q[0] > 0]
-            left += [q for q in pieces if q[1] - q[0] >= UNHEARD_SECONDS]
+            a, b = max(a, answer.asked), min(b, answer.until)
+            covered = sum(max(0.0, min(b, y) - max(a, x)) for x, y in said)
+            if b - a >= UNHEARD_SECONDS and covered < (b - a) / 2:  # mostly not in the answer's words
+                left.append((a, b))
         if left:
             channel = next((s.channel for s in segments if s.speaker == speaker), answer.asker[0])
             mask = policy.kinds[answer.kind].mask.format(last4="")
-            out.append(_Found(policy.reported_as(answer.kind), "context", mask, [],
+            out.append(_Found(policy.reported_as(answer.kind), "context", mask, [], frozenset(),
                               [[round(a, 3), round(b, 3)] for a, b in left], (channel, speaker)))
     return out
 
@@ -211,7 +215,8 @@ def redact(transcript: Transcript, policy: Policy) -> tuple[Transcript, list[Det
 
     Each part of a detection found by its pattern has the seconds of the words that
     said it, where the segment has word times, else the whole segment's; one found
-    by context has the seconds of each segment of the answer that said it. A segment that held a value
+    by context has the seconds of each segment of the answer that said it (of its
+    words, in the prompt's own segment). A segment that held a value
     keeps no ``text_raw``; its words that said the value become one word holding the mask.
     """
     segments = list(transcript.segments)
@@ -227,9 +232,9 @@ def redact(transcript: Transcript, policy: Policy) -> tuple[Transcript, list[Det
             edits.setdefault(n, []).append((lo, hi, f.mask))
             said = _widened(seg.words, _word_range(seg.text, seg.words, lo, hi), policy)
             word_edits.setdefault(n, []).append((*(said or (0, len(seg.words) - 1)), f.mask))
-            if said and f.by == "pattern":
+            if said and n not in f.whole:
                 parts.append([seg.words[said[0]].start, seg.words[said[1]].end])
-            elif [seg.start, seg.end] not in parts:  # an answer's words may be as wrong as its digits: all of it
+            elif [seg.start, seg.end] not in parts:
                 parts.append([seg.start, seg.end])
         channel, speaker = (segments[f.pieces[0][0]].channel, segments[f.pieces[0][0]].speaker) if f.pieces else f.who
         detections.append(Detection(f.kind, channel, speaker, min(p[0] for p in parts),

@@ -88,6 +88,7 @@ class Answer:
 
     kind: str
     asker: tuple[int, str]  # (channel, speaker) of the prompt
+    segment: int  # the prompt's segment
     start: float  # the start of the prompt's segment: what begins later may answer it
     asked: float  # the end of the prompt's segment
     until: float
@@ -118,6 +119,6 @@ def answers(segments: list[Segment], policy: Policy) -> list[Answer]:
                 per_speaker.setdefault((seg.channel, seg.speaker), []).append((m, after, len(seg.text)))
             elif start <= seg.start < until and (seg.start > start or m > n):
                 per_speaker.setdefault((seg.channel, seg.speaker), []).append((m, 0, len(seg.text)))
-        out.append(Answer(name, asker, start, segments[n].end, until,
+        out.append(Answer(name, asker, n, start, segments[n].end, until,
                           tuple(Passage.of(segments, pieces) for pieces in per_speaker.values())))
     return out
