@@ -33,7 +33,8 @@ ANCHOR_CHARS = 3  # shortest run of characters shared by the text and the model'
 ANCHOR_CJK_CHARS = 2  # the same for a run of Chinese characters, each of which is a word
 BRIDGE_WORDS = 4  # other words an answer's digits may have between them ("4 1 1 I'm on 5 2 …")
 SUBSPAN_DIGITS = 24
-UNHEARD_SECONDS = 0.3  # the shortest stretch of speech (the VAD's) without words in an answer that is silenced  # the longest part of a number in groups that is tried as a value of its own
+UNHEARD_SECONDS = 0.3  # the shortest stretch of speech (the VAD's) without words in an answer that is silenced
+DIGIT_SECONDS = 0.3  # and as long as the kind's answer_digits take to say: a dropped "mm" is no card number  # the longest part of a number in groups that is tried as a value of its own
 WORD = re.compile(rf"\d+|[A-Za-z\u00c0-\u024f']+|{CJK_CHAR.pattern}")  # a digit group, a word, a Chinese character
 
 
@@ -189,17 +190,18 @@ def _by_context(transcript: Transcript, segments: list[Segment], policy: Policy,
 def _unheard(answer: Answer, transcript: Transcript, segments: list[Segment], policy: Policy) -> list[_Found]:
     """Speech in an answer (the VAD's, per speaker) that segments of the answer mostly do not cover: the model
     dropped it, or wrote it into a segment it began before the prompt, so nobody can say it was not the number
-    asked for; silenced as the prompt's kind."""
+    asked for; silenced as the prompt's kind, where it is long enough to say the kind's ``answer_digits``."""
     speech = (transcript.analytics or {}).get("speech") or {}
     out = []
     for speaker, spans in speech.items():
         said = [(s.start, s.end) for s in segments if s.speaker == speaker and s.text.strip()
                 and s.start >= answer.start]
         left: list[tuple[float, float]] = []
+        least = max(UNHEARD_SECONDS, policy.kinds[answer.kind].answer_digits * DIGIT_SECONDS)
         for a, b in spans:
             a, b = max(a, answer.asked), min(b, answer.until)
             covered = sum(max(0.0, min(b, y) - max(a, x)) for x, y in said)
-            if b - a >= UNHEARD_SECONDS and covered < (b - a) / 2:  # mostly not in the answer's words
+            if b - a >= least and covered < (b - a) / 2:  # long enough to say the digits, mostly not in words
                 left.append((a, b))
         if left:
             channel = next((s.channel for s in segments if s.speaker == speaker), answer.asker[0])
