@@ -11,9 +11,10 @@ import pytest
 from asr_tasks.config import PROJECT_ROOT
 from asr_tasks.models import Recording, Segment, SpokenWord, Transcript
 from asr_tasks.text.pii import find, redact
-from asr_tasks.text.pii_policy import PiiError, load_policy, luhn, prc_id
+from asr_tasks.text.pii_policy import PiiError, Spoken, load_policy, luhn, prc_id
 
 POLICY = load_policy(PROJECT_ROOT / "include" / "pii")
+MASK = re.compile(r"\[[A-Z -]+(?: \*{4}[\d*]{0,4})?\]")
 
 
 def masked(text: str, language: str = "en") -> str:
@@ -30,8 +31,8 @@ def masked(text: str, language: str = "en") -> str:
     ("the card number is 4, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, thank you", "en",
      "the card number is [CARD ****1111], thank you"),  # as the model writes digits read out one by one
     ("and the security code is 4, 5, 3.", "en", "and the security code is [CARD-SECURITY]."),
-    ("my card number is 4111111111111111111", "en", "my card number is [CARD ****1111]"),  # 19 digits, a digit repeated
-    ("您的卡号是4111 1111 1111 1112，对吗？", "zh", "您的卡号是[CARD ****1112]，对吗？"),
+    ("my card number is 4111111111111111111", "en", "my card number is [CARD ****]"),  # 19 digits: fails the check
+    ("您的卡号是4111 1111 1111 1112，对吗？", "zh", "您的卡号是[CARD ****]，对吗？"),  # in context: no last four of its own
     ("card 5500005555555559 expires 12/27, the CVV is 123", "en",
      "card [CARD ****5559] expires [CARD-SECURITY], the CVV is [CARD-SECURITY]"),
     # PRC resident ID with a valid check character
@@ -181,10 +182,10 @@ def test_a_pause_longer_than_the_policy_allows_ends_the_turn() -> None:
 
 @pytest.mark.parametrize(("asked", "answer", "kind", "mask"), [
     ("Could you read me the long number on the card, please?", "Sure, it's 4, 1, 1, 1, Nero, 5, 2, 3, 4, 8, time, 1.",
-     "card", "[CARD ****48*1]"),
+     "card", "[CARD ****]"),
     ("And the security code on the back?", "one two time", "card_security", "[CARD-SECURITY]"),
     ("What is the account number the refund should go to?", "6222 0212 for 456 78", "bank_account", "[ACCOUNT]"),
-    ("请问您的卡号是多少？", "六二二八 四八零 要 二三四五 六七八九", "card", "[CARD ****6789]"),
+    ("请问您的卡号是多少？", "六二二八 四八零 要 二三四五 六七八九", "card", "[CARD ****]"),
     ("Please read me the one-time code we just sent you.", "it's 4 8 to 7 1 9", "one_time_code", "[CODE]"),
 ])
 def test_an_answer_to_a_prompt_is_masked_where_the_model_misheard_its_digits(
@@ -246,3 +247,38 @@ def test_speech_in_an_answer_the_model_made_no_words_of_is_silenced_as_the_kind_
     heard = dataclasses.replace(transcript, segments=[*transcript.segments,
                                                       Segment("r1", 1, "customer", 21.0, 22.4, "It's 892.")])
     assert [(d.kind, d.parts) for d in redact(heard, POLICY)[1]][1:] == [("card_security", [[21.0, 22.4]])]
+
+
+def test_a_read_back_a_clarifying_question_and_a_code_after_the_number_do_not_leak() -> None:
+    """The agent reads the card back group by group as questions; asks "is that a Visa?" halfway; the customer
+    adds a PIN: every digit is masked, and no mask shows digits that may be the PIN."""
+    readback = call(("agent", 0.0, 2.0, "Can I have the card number please?"), ("customer", 2.5, 3.5, "4111"),
+                    ("agent", 4.0, 4.8, "4111?"), ("customer", 5.0, 6.0, "yes. 1111"), ("agent", 6.5, 7.2, "1111?"),
+                    ("customer", 7.5, 8.5, "yes, 1111"), ("agent", 9.0, 9.8, "1111?"))
+    visa = call(("agent", 0.0, 2.0, "Can I have the card number please?"), ("customer", 2.5, 4.0, "4539 1488"),
+                ("agent", 4.2, 5.0, "Is that a Visa?"), ("customer", 5.5, 7.0, "Yes. 0343 6467"),
+                ("customer", 8.0, 9.0, "and the pin is 4821"))
+    for transcript in (readback, visa):
+        clean = redact(transcript, POLICY)[0]
+        assert not any(re.search(r"\d", MASK.sub("", s.text)) for s in clean.segments), [s.text for s in clean.segments]
+
+
+def test_back_channels_read_the_same_whatever_the_order_of_the_policy() -> None:
+    import random as rnd
+
+    words = list(POLICY.spoken.backchannels["zh"])
+    for seed in range(5):
+        rnd.Random(seed).shuffle(words)
+        spoken = Spoken.model_validate({**POLICY.spoken.model_dump(), "backchannels": {"zh": words}})
+        assert all(spoken.is_backchannel(t) for t in ("好的", "是的", "对的", "嗯嗯，对"))
+
+
+@pytest.mark.timeout(60)  # each takes well under a second; read in quadratic time, minutes
+@pytest.mark.parametrize("text", ["1" * 20000, "1 " * 20000, "一" * 20000, "m" * 50000 + "x", "a dot " * 10000,
+                                  "卡号" * 5000, "4 time " * 3000])
+def test_a_recognisers_loop_is_read_in_one_pass(text: str) -> None:
+    """What a looping model writes (one digit, one word, one question thousands of times) is read in time that
+    grows with its length, not its square."""
+    transcript = call(("agent", 0.0, 2.0, "What's the card number?"), ("customer", 3.0, 60.0, text))
+    clean, found = redact(transcript, POLICY)
+    assert len(clean.segments) == 2 and all(d.kind == "card" for d in found)

@@ -32,9 +32,11 @@ from asr_tasks.text.turns import Answer, Piece, answers, turns
 ANCHOR_CHARS = 3  # shortest run of characters shared by the text and the model's words that aligns them
 ANCHOR_CJK_CHARS = 2  # the same for a run of Chinese characters, each of which is a word
 BRIDGE_WORDS = 4  # other words an answer's digits may have between them ("4 1 1 I'm on 5 2 …")
-SUBSPAN_DIGITS = 24
+SUBSPAN_DIGITS = 24  # the longest part of a number in groups that is tried as a value of its own
+SUBSPAN_GROUPS = 64  # and the most groups a number has for its parts to be tried
+ALIGN_CHARS = 4000  # a segment's text longer than this (a recogniser's loop) masks every word of the value's span
 UNHEARD_SECONDS = 0.3  # the shortest stretch of speech (the VAD's) without words in an answer that is silenced
-DIGIT_SECONDS = 0.3  # and as long as the kind's answer_digits take to say: a dropped "mm" is no card number  # the longest part of a number in groups that is tried as a value of its own
+DIGIT_SECONDS = 0.3  # and as long as the kind's answer_digits take to say: a dropped "mm" is no card number
 WORD = re.compile(rf"\d+|[A-Za-z\u00c0-\u024f']+|{CJK_CHAR.pattern}")  # a digit group, a word, a Chinese character
 
 
@@ -76,10 +78,12 @@ def _candidates(kind: Kind, reading: Reading) -> list[tuple[int, int]]:
     whole fails the check; a kind without one would find a phone number in any long enough misheard card)."""
     pattern = kind.compiled
     spans = {m.span() for m in pattern.finditer(reading.text) if m.start() < m.end()}
-    for groups in reading.groups() if kind.checks_or_context else ():
+    for groups in reading.groups(SUBSPAN_GROUPS) if kind.checks_or_context else ():
         for i, (a, _) in enumerate(groups):
-            for _, b in groups[i:]:
-                if len(digits(reading.text[a:b])) > SUBSPAN_DIGITS:
+            said = 0
+            for start, b in groups[i:]:
+                said += b - start
+                if said > SUBSPAN_DIGITS:
                     break
                 if pattern.fullmatch(reading.text, a, b):
                     spans.add((a, b))
@@ -98,7 +102,8 @@ def _find(reading: Reading, policy: Policy, language: str | None) -> list[tuple[
     found: list[tuple[int, int, str, str]] = []
     for _, _, start, end, name, value in sorted(counted):
         if not any(start < b and a < end for a, b, _, _ in found):
-            mask = policy.kinds[name].mask.format(last4=digits(value)[-4:])
+            kind = policy.kinds[name]
+            mask = kind.mask.format(last4=digits(value)[-4:] if kind.checked(value) else "")
             found.append((start, end, policy.reported_as(name), mask))
     return sorted(found)
 
@@ -165,7 +170,7 @@ def _by_pattern(segments: list[Segment], policy: Policy, language: str | None) -
 
 def _by_context(transcript: Transcript, segments: list[Segment], policy: Policy,
                 found: list[_Found]) -> list[_Found]:
-    """An answer to a prompt that says digits (``answer_digits`` or more, at least half of them heard as digits):
+    """An answer to a prompt that says digits (``answer_digits`` or more, a third of them heard as digits at least):
     all its digit-like speech, as the prompt's kind, where patterns did not find it already; and any speech in
     the answer that the model made no words of (``_unheard``)."""
     out: list[_Found] = []
@@ -175,12 +180,12 @@ def _by_context(transcript: Transcript, segments: list[Segment], policy: Policy,
             reading = read(passage.text, policy.spoken)
             stretches = _stretches(reading, policy)
             heard = "".join(h for *_, h in stretches)
-            if len(heard) < kind.answer_digits or 2 * len(heard.replace("*", "")) < len(heard):
+            if len(heard) < kind.answer_digits or 3 * len(heard.replace("*", "")) < len(heard):
                 continue  # not an answer that says the kind's digits
             pieces = [p for a, b, _ in stretches
                       for p in _claim(found + out, passage.locate(*reading.source(a, b)), segments)]
             if pieces:
-                mask = kind.mask.format(last4=heard[-4:])
+                mask = kind.mask.format(last4="")  # what was heard last may be a code said after the number
                 whole = frozenset(n for n, _, _ in pieces if n != answer.segment)
                 out.append(_Found(policy.reported_as(answer.kind), "context", mask, pieces, whole))
         out += _unheard(answer, transcript, segments, policy)
@@ -266,6 +271,8 @@ def _word_range(text: str, words: list[SpokenWord], lo: int, hi: int) -> tuple[i
     """
     if not words:
         return None
+    if len(text) > ALIGN_CHARS:
+        return 0, len(words) - 1
     spoken, bounds = "", []
     for word in words:
         bounds.append((len(spoken), len(spoken) + len(word.text)))

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from asr_tasks.chars import CJK_CHAR
 from asr_tasks.config import regular_expression
 
 PerLanguage = dict[str, tuple[str, ...]]  # language ("*": any) -> words or patterns
@@ -58,7 +59,7 @@ def _patterns(value: PerLanguage) -> PerLanguage:
 
 def _alternation(value: PerLanguage) -> re.Pattern[str] | None:
     """Every language's patterns as one (a call mixes languages, and short segments are often mislabelled)."""
-    patterns = sorted({p for ps in value.values() for p in ps}, key=len, reverse=True)
+    patterns = sorted({p for ps in value.values() for p in ps}, key=lambda p: (-len(p), p))
     return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE) if patterns else None
 
 
@@ -110,8 +111,12 @@ class Kind(BaseModel):
         lowered = before.lower()
         return any(w.lower() in lowered for w in words)
 
+    def checked(self, value: str) -> bool:
+        """Whether the value passes one of the kind's checks: only then are its last four digits its own."""
+        return any(CHECKS[check](value) for check in self.checks_or_context)
+
     def counts(self, value: str, before: str, language: str | None) -> bool:
-        if any(CHECKS[check](value) for check in self.checks_or_context):
+        if self.checked(value):
             return True
         return self.in_context(before, language) if self.context else not self.checks_or_context
 
@@ -154,10 +159,28 @@ class Spoken(BaseModel):
         return _alternation(self.joiners)
 
     @cached_property
-    def backchannel(self) -> re.Pattern[str] | None:
-        alternation = _alternation(self.backchannels)
-        # atomic: "mmmm…x" must not try every way of splitting its m's among the repeats
-        return None if alternation is None else re.compile(rf"(?:\W*+(?>{alternation.pattern})\W*+)++", re.IGNORECASE)
+    def backchannel_words(self) -> tuple[re.Pattern[str], ...]:
+        return tuple(re.compile(p, re.IGNORECASE) for p in sorted({p for ps in self.backchannels.values() for p in ps}))
+
+    def is_backchannel(self, text: str) -> bool:
+        """Whether ``text`` is nothing but back-channel words ("Okay, thank you.", "嗯嗯，对"): each place it can
+        be read to is tried once, so no spelling makes it slow (a regex of repeated repeats would be)."""
+        text = re.sub(r"[\W_]+", " ", text.lower()).strip()
+        if not text or not self.backchannel_words:
+            return False
+        reached, todo = {0}, [0]
+        while todo:
+            at = todo.pop()
+            for word in self.backchannel_words:
+                m = word.match(text, at)
+                if m and m.end() > at and (m.end() == len(text) or text[m.end()] == " " or CJK_CHAR.match(text[m.end()])):
+                    end = m.end() + (m.end() < len(text) and text[m.end()] == " ")
+                    if end == len(text):
+                        return True
+                    if end not in reached:
+                        reached.add(end)
+                        todo.append(end)
+        return False
 
 
 class Policy(BaseModel):

@@ -21,8 +21,9 @@ from asr_tasks.text.pii_policy import Spoken
 
 TOKEN = re.compile(rf"(?P<digits>\d+)|(?P<cjk>{CJK_CHAR.pattern})|(?P<word>[A-Za-z\u00c0-\u024f]+(?:['’][A-Za-z]+)*)"
                    r"|(?P<space>\s+)|(?P<mark>.)", re.S)
-SEPARATORS = frozenset(",.，、。;；-–—·．…")  # marks said, or written, between the groups of one number
-CHAIN = re.compile(r"\+?\d+(?: \+?\d+)+")  # a number in groups, as a reading writes it
+SEPARATORS = frozenset(",.，、。;；-–—·．…()（）")  # marks said, or written, between the groups of one number
+FULL_WIDTH = str.maketrans("０１２３４５６７８９＋", "0123456789+")  # one character for one: offsets stay
+CHAIN = re.compile(r"(?<![\d+])\+?\d++(?: \+?\d++)+")  # a number in groups, as a reading writes it
 GROUP = re.compile(r"\+?\d+")
 
 
@@ -62,10 +63,12 @@ class Reading:
         """The span of the text that said ``self.text[start:end]``."""
         return self.origin[start][0], self.origin[end - 1][1]
 
-    def groups(self) -> list[list[tuple[int, int]]]:
-        """The groups of each number said in more than one group, as spans of the reading."""
-        return [[(g.start(), g.end()) for g in GROUP.finditer(self.text, c.start(), c.end())]
-                for c in CHAIN.finditer(self.text)]
+    def groups(self, most: int) -> list[list[tuple[int, int]]]:
+        """The groups of each number said in more than one group and at most ``most`` (a longer run is no one
+        number: a recogniser's loop), as spans of the reading."""
+        chains = [[(g.start(), g.end()) for g in GROUP.finditer(self.text, c.start(), c.end())]
+                  for c in CHAIN.finditer(self.text)]
+        return [groups for groups in chains if len(groups) <= most]
 
 
 def _tokens(text: str, spoken: Spoken) -> list[_Token]:
@@ -143,6 +146,7 @@ def _runs(units: list[_Unit]) -> list[list[int]]:
 
 def read(text: str, spoken: Spoken) -> Reading:
     """The reading of ``text``: see the module's docstring."""
+    text = text.translate(FULL_WIDTH)
     tokens = _tokens(text, spoken)
     units = _units(tokens)
     out: list[tuple[str, int, int]] = []  # (written, start, end in text)

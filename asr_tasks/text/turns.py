@@ -8,11 +8,12 @@ the joined text back to each segment.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 
 from asr_tasks.models import Segment
-from asr_tasks.text.pii_policy import Policy, Spoken
+from asr_tasks.text.pii_policy import Kind, Policy, Spoken
 
 Piece = tuple[int, int, int]
 BACKCHANNEL_CHARS = 40  # a back-channel is a word or two, never a sentence
@@ -50,8 +51,7 @@ class Passage:
 def is_backchannel(segment: Segment, spoken: Spoken) -> bool:
     """A listener's "mm", "yes", 嗯: said while the other speaker goes on, it does not end their turn."""
     text = segment.text.strip()
-    return (len(text) <= BACKCHANNEL_CHARS and spoken.backchannel is not None
-            and spoken.backchannel.fullmatch(text) is not None)
+    return len(text) <= BACKCHANNEL_CHARS and spoken.is_backchannel(text)
 
 
 def turns(segments: list[Segment], policy: Policy) -> list[Passage]:
@@ -76,10 +76,23 @@ def turns(segments: list[Segment], policy: Policy) -> list[Passage]:
 
 
 def is_question(segment: Segment, policy: Policy) -> bool:
-    """A question that asks for something else: it ends the answer to the one before it ("and the rest?" does not)."""
+    """A question at all ("…?", "…吗")."""
     text = segment.text.strip()
-    asks = text.endswith(("?", "？")) or QUESTION_ZH.search(text) is not None
-    return asks and (policy.follow_up is None or policy.follow_up.search(text) is None)
+    return text.endswith(("?", "？")) or QUESTION_ZH.search(text) is not None
+
+
+def says_digits(segment: Segment, policy: Policy) -> bool:
+    return any(ch.isdigit() for ch in segment.text) or any(
+        w in policy.spoken.digit_words for w in re.findall(r"[^\W\d_]+", segment.text.lower()))
+
+
+def asks_else(segment: Segment, kind: Kind, policy: Policy) -> bool:
+    """A question that asks for something else: it ends the answer to the one before it. One that asks for more
+    ("and the rest?"), reads digits back ("4539?"), or names the kind ("is that a Visa?") does not."""
+    if not is_question(segment, policy) or says_digits(segment, policy):
+        return False
+    text = segment.text
+    return (policy.follow_up is None or policy.follow_up.search(text) is None) and not kind.in_context(text, None)
 
 
 @dataclass(frozen=True)
@@ -105,20 +118,37 @@ def answers(segments: list[Segment], policy: Policy) -> list[Answer]:
             if kind.prompt is not None:
                 prompts += [(seg.start, n, m.end(), name) for m in kind.prompt.finditer(seg.text)]
     prompts.sort()
+    order = sorted(range(len(segments)), key=lambda i: (segments[i].start, i))
+    starts = [segments[i].start for i in order]
+    other_kind = [len(prompts)] * (len(prompts) + 1)  # the next prompt of another kind, in another segment
+    for k in range(len(prompts) - 2, -1, -1):
+        following = prompts[k + 1]
+        other_kind[k] = k + 1 if following[3] != prompts[k][3] and following[1] != prompts[k][1] else other_kind[k + 1]
     out = []
     for k, (start, n, after, name) in enumerate(prompts):
-        asker = (segments[n].channel, segments[n].speaker)
-        ends = [segments[n].end + policy.answer_seconds, *(p[0] for p in prompts[k + 1 :] if p[3] != name and p[1] != n),
-                *(s.start for m, s in enumerate(segments) if m != n and s.start > start
-                  and (s.channel, s.speaker) == asker and is_question(s, policy))]
-        until = min(ends)
-        per_speaker: dict[tuple[int, str], list[Piece]] = {}
-        for m in sorted(range(len(segments)), key=lambda i: segments[i].start):
+        if k and prompts[k - 1][1] == n and prompts[k - 1][3] == name:
+            continue  # the same question twice in one segment (a recogniser's loop) asks once
+        asker, kind = (segments[n].channel, segments[n].speaker), policy.kinds[name]
+        until = segments[n].end + policy.answer_seconds
+        if other_kind[k] < len(prompts):
+            until = min(until, prompts[other_kind[k]][0])
+        per_speaker: dict[tuple[int, str], list[Piece]] = {(segments[n].channel, segments[n].speaker): [
+            (n, after, len(segments[n].text))]}
+        asker_goes_on = True  # until someone else says more than "mm", the asker's words are their own turn
+        for m in order[bisect.bisect_left(starts, start) : bisect.bisect_left(starts, until)]:
             seg = segments[m]
-            if m == n:
-                per_speaker.setdefault((seg.channel, seg.speaker), []).append((m, after, len(seg.text)))
-            elif start <= seg.start < until and (seg.start > start or m > n):
-                per_speaker.setdefault((seg.channel, seg.speaker), []).append((m, 0, len(seg.text)))
+            who = (seg.channel, seg.speaker)
+            if m == n or (seg.start == start and m < n):
+                continue
+            if who == asker:
+                if asks_else(seg, kind, policy):
+                    until = seg.start  # the asker's next question ends the answer
+                    break
+                if not (asker_goes_on or (is_question(seg, policy) and says_digits(seg, policy))):
+                    continue  # the asker's own talk, later, is no answer (a read-back "4539?" is)
+            elif not is_backchannel(seg, policy.spoken):
+                asker_goes_on = False
+            per_speaker.setdefault(who, []).append((m, 0, len(seg.text)))
         out.append(Answer(name, asker, n, start, segments[n].end, until,
                           tuple(Passage.of(segments, pieces) for pieces in per_speaker.values())))
     return out
