@@ -6,8 +6,8 @@ a reading (``spoken``) of each speaker's turn (``turns``), so a number said in t
 goes, in words, or with the model's punctuation between its groups is one number.
 By context, where someone asked for a kind ("what's the card number?"): the
 digit-like speech said after it is that kind even where the model misheard digits.
-A card keeps its last four digits (``[CARD ****1111]``), the rest become their
-kind's label. What was found is kept as a detection (kind, how it was found,
+A card that passes its check keeps its last four digits (``[CARD ****1111]``),
+the rest become their kind's label. What was found is kept as a detection (kind, how it was found,
 speaker, seconds, the masked value only), so the QA audit can still report that a
 card number was read out. A segment that held personal data keeps no raw model
 text (``text_raw``), and the words that said the value become one word holding the
