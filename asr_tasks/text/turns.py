@@ -75,7 +75,7 @@ def turns(segments: list[Segment], policy: Policy) -> list[Passage]:
     return [Passage.of(segments, [(n, 0, len(segments[n].text)) for n in run]) for run in runs]
 
 
-def is_question(segment: Segment, policy: Policy) -> bool:
+def is_question(segment: Segment) -> bool:
     """A question at all ("…?", "…吗")."""
     text = segment.text.strip()
     return text.endswith(("?", "？")) or QUESTION_ZH.search(text) is not None
@@ -89,7 +89,7 @@ def says_digits(segment: Segment, policy: Policy) -> bool:
 def asks_else(segment: Segment, kind: Kind, policy: Policy) -> bool:
     """A question that asks for something else: it ends the answer to the one before it. One that asks for more
     ("and the rest?"), reads digits back ("4539?"), or names the kind ("is that a Visa?") does not."""
-    if not is_question(segment, policy) or says_digits(segment, policy):
+    if not is_question(segment) or says_digits(segment, policy):
         return False
     text = segment.text
     return (policy.follow_up is None or policy.follow_up.search(text) is None) and not kind.in_context(text, None)
@@ -144,7 +144,7 @@ def answers(segments: list[Segment], policy: Policy) -> list[Answer]:
                 if asks_else(seg, kind, policy):
                     until = seg.start  # the asker's next question ends the answer
                     break
-                if not (asker_goes_on or (is_question(seg, policy) and says_digits(seg, policy))):
+                if not (asker_goes_on or (is_question(seg) and says_digits(seg, policy))):
                     continue  # the asker's own talk, later, is no answer (a read-back "4539?" is)
             elif not is_backchannel(seg, policy.spoken):
                 asker_goes_on = False
