@@ -40,6 +40,8 @@ def masked(text: str, language: str = "en") -> str:
     # phones: Chinese mobile and landline, international
     ("打我电话13812345678或者010-12345678", "zh", "打我电话[PHONE]或者[PHONE]"),
     ("call me on +44 20 7946 0958", "en", "call me on [PHONE]"),
+    ("call me on 0161 496 0000 ext 1234", "en", "call me on [PHONE]"),  # the extension with it
+    ("座机010-12345678转808", "zh", "座机[PHONE]"),
     # e-mail, written and spoken
     ("write to li.wei@example.com please", "en", "write to [EMAIL] please"),
     ("it is john dot smith at example dot com", "en", "it is [EMAIL]"),

@@ -191,7 +191,7 @@ class Policy(BaseModel):
     version: int = 1
     context_chars: int = 40
     join_gap_seconds: float = Field(60.0, ge=0)  # a speaker's pause, up to this, does not end their turn
-    answer_seconds: float = Field(30.0, ge=0)  # how long after a prompt an answer is looked for
+    answer_seconds: float = Field(60.0, ge=0)  # how long after a prompt an answer is looked for
     follow_ups: PerLanguage = Field(default_factory=dict)  # questions that ask for more of the same answer
     spoken: Spoken = Field(default_factory=Spoken)
     kinds: dict[str, Kind]
