@@ -57,7 +57,7 @@ from asr_tasks.config import Settings, get_settings
 from asr_tasks.intake.audio import probe, silence_spans
 from asr_tasks.models import Transcript
 from asr_tasks.text.pii import Detection, redact
-from asr_tasks.text.pii_policy import Policy, load_policy
+from asr_tasks.text.pii_policy import Policy, load_policy, luhn, prc_check_character
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from gate_corpus import Item, transcribe_items  # noqa: E402
@@ -109,17 +109,11 @@ def said(number: str, groups: tuple[int, ...] = (), oh: bool = False, double: bo
 
 
 def luhn_complete(body: str) -> str:
-    for check in "0123456789":
-        numbers = [int(d) for d in body + check]
-        total = sum(numbers[-1::-2]) + sum(sum(divmod(2 * d, 10)) for d in numbers[-2::-2])
-        if total % 10 == 0:
-            return body + check
-    raise AssertionError("unreachable")
+    return body + next(d for d in "0123456789" if luhn(body + d))
 
 
 def prc_id_complete(body: str) -> str:
-    weights = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
-    return body + "10X98765432"[sum(int(d) * w for d, w in zip(body, weights)) % 11]
+    return body + prc_check_character(body)
 
 
 def asked(question: str, answer: str, kinds: set[str], name: str) -> Call:

@@ -37,14 +37,17 @@ def luhn(value: str) -> bool:
     return bool(numbers) and total % 10 == 0
 
 
+def prc_check_character(body: str) -> str:
+    """The check character (GB 11643) that the 17 digits of a PRC resident ID's body call for."""
+    weights = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
+    return "10X98765432"[sum(int(d) * w for d, w in zip(body, weights)) % 11]
+
+
 def prc_id(value: str) -> bool:
-    """The check character of an 18-character PRC resident ID (GB 11643), however it was grouped."""
+    """Whether an 18-character PRC resident ID has its check character, however it was grouped."""
     value = "".join(ch for ch in value if ch.isalnum())
     body, check = value[:17], value[17:].upper()
-    if len(value) != 18 or not body.isdigit():
-        return False
-    weights = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
-    return "10X98765432"[sum(int(d) * w for d, w in zip(body, weights)) % 11] == check
+    return len(value) == 18 and body.isdigit() and prc_check_character(body) == check
 
 
 CHECKS = {"luhn": luhn, "prc_id": prc_id}
