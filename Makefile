@@ -13,7 +13,9 @@ export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
 export AIRFLOW__CORE__PLUGINS_FOLDER := $(CURDIR)/plugins
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export AIRFLOW__CORE__EXECUTOR := LocalExecutor
-export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN := sqlite:///$(CURDIR)/var/airflow/airflow.db
+# timeout: how long a process waits for another's write to the SQLite file (Python's default, 5 s, is short
+# for a scheduler, a DAG processor and tasks writing at once on two cores).
+export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN := sqlite:///$(CURDIR)/var/airflow/airflow.db?timeout=60
 export HF_HUB_OFFLINE := 1
 export PYTHONWARNINGS := ignore
 

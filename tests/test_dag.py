@@ -42,7 +42,7 @@ def airflow_env(tmp: Path) -> dict[str, str]:
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp / 'airflow' / 'airflow.db'}",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp / 'airflow' / 'airflow.db'}?timeout=60",  # as the Makefile's
         "ASR_STORE_ROOT": str(tmp / "store"),
         "ASR_INDEX_PATH": str(tmp / "index.sqlite"),
         "ASR_LEDGER_URL": f"sqlite:///{tmp / 'ledger.sqlite'}",

@@ -38,6 +38,45 @@ def test_make_standalone_runs_the_script_as_makes_own_child() -> None:
         assert dry.stdout.splitlines()[-1] == line
 
 
+def test_the_makefiles_airflow_database_waits_for_another_processs_write(tmp_path: Path) -> None:
+    """A scheduler, a DAG processor, tasks and `asr backfill` write one SQLite file at once: a write that waits
+    longer than Python's default 5 s for another's still goes through."""
+    import threading
+
+    import sqlalchemy
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    proc = subprocess.run(["make", "-s", "--no-print-directory", "--eval",
+                           "print-conn: ; @echo $$AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "print-conn"],
+                          cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    url = sqlalchemy.engine.make_url(proc.stdout.strip()).set(database=str(tmp_path / "airflow.db"))
+    with sqlite3.connect(tmp_path / "airflow.db") as setup:
+        setup.execute("PRAGMA journal_mode=WAL")
+        setup.execute("CREATE TABLE runs (day TEXT)")
+    holder = sqlite3.connect(tmp_path / "airflow.db", isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(7.0, holder.execute, ("COMMIT",))
+    release.start()
+    try:
+        with sqlalchemy.create_engine(url).begin() as conn:
+            conn.execute(sqlalchemy.text("INSERT INTO runs VALUES ('2026-11-20')"))
+    finally:
+        release.join()
+        holder.close()
+    with sqlite3.connect(tmp_path / "airflow.db") as check:
+        assert check.execute("SELECT day FROM runs").fetchall() == [("2026-11-20",)]
+
+
+def test_asr_backfill_reports_airflows_error_not_sqlalchemys_link() -> None:
+    from asr_tasks.cli.backfill import _said
+
+    stderr = ("sqlalchemy.exc.OperationalError: (sqlite3.OperationalError) database is locked\n"
+              "(Background on this error at: https://sqlalche.me/e/21/e3q8)\n")
+    said = _said(subprocess.CompletedProcess(["airflow"], 1, "", stderr))
+    assert said == "sqlalchemy.exc.OperationalError: (sqlite3.OperationalError) database is locked"
+
+
 def standalone_env(tmp_path: Path) -> dict[str, str]:
     """The DAG tests' isolated Airflow, on free ports: the API server's and the two log servers'."""
     from services import free_port

@@ -25,9 +25,10 @@ MAX_ACTIVE_RUNS = 1000
 
 
 def _said(proc: subprocess.CompletedProcess[str]) -> str:
-    """The last line Airflow printed: its error."""
-    lines = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-    return lines[-1] if lines else f"exit {proc.returncode}"
+    """The last line Airflow printed: its error (not SQLAlchemy's link to its docs, which follows a database's)."""
+    lines = [line for line in (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+             if line.strip() and not line.lstrip().startswith("(Background on this error at:")]
+    return lines[-1].strip() if lines else f"exit {proc.returncode}"
 
 
 def _details(stdout: str) -> dict[str, Any]:
