@@ -309,11 +309,20 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
     text = " ".join(re.findall(r"[a-z]+", " ".join(h["text"] for h in hits).lower()))
     assert "ask not what your country can do for you" in text
 
-    # The Mandarin call is found by its words, on its own and beside English ones in one query.
-    zh = json.loads(run([asr, "search", "达摩院", "--json"], env).stdout)
-    assert [h["key"].rsplit("/", 1)[-1] for h in zh] == ["call_0009_zh.flac"]
-    assert "欢迎大家来体验达摩院" in zh[0]["text"] and 0 <= zh[0]["start"] < zh[0]["end"] <= 5.6
-    both = json.loads(run([asr, "search", '达摩院 | "ask not"', "--json"], env).stdout)
+    # The Mandarin call is found by its words, on its own and beside English ones in one query: the words the model
+    # wrote (Whisper-base errs on a character or two of this clip, and which ones moves with the CPU's int8 kernels).
+    mandarin = next(r["recording_id"] for r in status["recordings"] if r["key"].endswith("call_0009_zh.flac"))
+    with sqlite3.connect(tmp_path / "index.sqlite") as conn:
+        written = "".join(text for (text,) in conn.execute(
+            "SELECT text FROM segments WHERE recording_id = ? ORDER BY start", (mandarin,)))
+    runs = re.findall(r"[\u4e00-\u9fff]{3,}", written)
+    assert runs and sum(map(len, runs)) >= 10, written  # Chinese characters, not a transliteration
+    assert not set(written) & set("歡來體驗達識別語"), written  # the post-processing step t2s: simplified script
+    word = max(runs, key=len)[1:4]
+    zh = json.loads(run([asr, "search", word, "--json"], env).stdout)
+    assert [h["key"].rsplit("/", 1)[-1] for h in zh] == ["call_0009_zh.flac"], (word, zh)
+    assert word in zh[0]["text"] and 0 <= zh[0]["start"] < zh[0]["end"] <= 5.6
+    both = json.loads(run([asr, "search", f'{word} | "ask not"', "--json"], env).stdout)
     assert {h["key"].rsplit("/", 1)[-1] for h in both} == {"call_0009_zh.flac", "call_0005_jfk.flac"}
 
     # The stereo call keeps both sides apart: the agent's words on channel 0, the customer's on 1.

@@ -23,7 +23,8 @@ def results(tmp_path_factory: pytest.TempPathFactory, model_dir: Path) -> list[t
 
 
 # What says the text itself is wrong (as opposed to a claim that the audio holds no speech).
-TEXT_EVIDENCE = {"segment_text_not_empty", "speech_rate", "confidence_logprob", "speech_coverage", "text_where_speech"}
+TEXT_EVIDENCE = {"segment_text_not_empty", "speech_rate", "confidence_logprob", "speech_coverage", "text_where_speech",
+                 "repetition_loop"}
 
 
 def test_clean_calls_pass_at_a_bounded_rate(results: list[tuple[str, bool, list[str]]]) -> None:

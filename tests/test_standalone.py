@@ -68,13 +68,66 @@ def test_the_makefiles_airflow_database_waits_for_another_processs_write(tmp_pat
         assert check.execute("SELECT day FROM runs").fetchall() == [("2026-11-20",)]
 
 
-def test_asr_backfill_reports_airflows_error_not_sqlalchemys_link() -> None:
+LOCKED_STDERR = ("Traceback (most recent call last):\n  File \"backfill.py\", line 803, in _create_runs\n"
+                 "sqlalchemy.exc.OperationalError: (sqlite3.OperationalError) database is locked\n"
+                 "[SQL: INSERT INTO dag_run (dag_id, queued_at) VALUES (?, ?)]\n"
+                 "[parameters: ('transcribe_daily', '2026-12-02 13:44:55.767939')]\n"
+                 "(Background on this error at: https://sqlalche.me/e/21/e3q8)\n")
+
+
+def test_asr_backfill_reports_airflows_error_not_sqlalchemys_statement() -> None:
     from asr_tasks.cli.backfill import _said
 
-    stderr = ("sqlalchemy.exc.OperationalError: (sqlite3.OperationalError) database is locked\n"
-              "(Background on this error at: https://sqlalche.me/e/21/e3q8)\n")
-    said = _said(subprocess.CompletedProcess(["airflow"], 1, "", stderr))
+    said = _said(subprocess.CompletedProcess(["airflow"], 1, "", LOCKED_STDERR))
     assert said == "sqlalchemy.exc.OperationalError: (sqlite3.OperationalError) database is locked"
+    assert _said(subprocess.CompletedProcess(["airflow"], 1, "", "\nno such DAG\n")) == "no such DAG"
+    assert _said(subprocess.CompletedProcess(["airflow"], 3, "", "")) == "exit 3"
+
+
+@pytest.mark.parametrize("locked_times, attempts, code", [(2, 6, 0), (3, 3, 1)])
+def test_asr_backfill_creates_again_after_sqlites_lock(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str], locked_times: int,
+                                                       attempts: int, code: int) -> None:
+    """Airflow removes a backfill it could not finish for SQLite's lock so that it can be retried: asr retries it,
+    and gives up after its attempts with Airflow's error; any other error is not retried."""
+    from asr_tasks.cli import airflow_shell, backfill, main
+
+    calls: list[tuple[str, ...]] = []
+
+    def airflow(*args: str) -> subprocess.CompletedProcess[str]:
+        calls.append(args)
+        if args[:2] == ("dags", "details"):
+            return subprocess.CompletedProcess(args, 0, '[{"dag_id": "transcribe_daily", "is_paused": "False"}]', "")
+        if sum(call[:2] == ("backfill", "create") for call in calls) <= locked_times:
+            return subprocess.CompletedProcess(args, 1, "", LOCKED_STDERR)
+        return subprocess.CompletedProcess(args, 0, "Created backfill Dag run.\n", "")
+
+    monkeypatch.setattr(airflow_shell, "run", airflow)
+    monkeypatch.setattr(backfill.retry.random, "uniform", lambda low, high: 0.001)  # no real back-off in a test
+    argv = ["backfill", "--from", DAYS[0], "--to", DAYS[-1], "--attempts", str(attempts)]
+    assert main.main(argv) == code
+    creates = [call for call in calls if call[:2] == ("backfill", "create")]
+    assert len(creates) == min(locked_times + 1, attempts)
+    out, err = capsys.readouterr()
+    if code == 0:
+        assert "backfill of transcribe_daily from 2026-11-20 to 2026-11-21 created" in out
+    else:
+        assert err.strip().endswith("asr: airflow backfill create failed: sqlalchemy.exc.OperationalError: "
+                                    "(sqlite3.OperationalError) database is locked")
+
+    calls.clear()
+    refused = "airflow.exceptions.AlreadyRunningBackfill: Another backfill is running"
+
+    def refusing(*args: str) -> subprocess.CompletedProcess[str]:
+        if args[0] == "dags":
+            return airflow(*args)
+        calls.append(args)
+        return subprocess.CompletedProcess(args, 1, "", refused)
+
+    monkeypatch.setattr(airflow_shell, "run", refusing)
+    assert main.main(argv) == 1
+    assert len(calls) == 2  # details, then one create
+    assert "AlreadyRunningBackfill: Another backfill is running" in capsys.readouterr().err
 
 
 def standalone_env(tmp_path: Path) -> dict[str, str]:

@@ -5,30 +5,71 @@ of them while it is, and a DAG starts paused: ten years of runs would wait
 without a word. This command asks Airflow (its CLI, as an operator would)
 whether ``transcribe_daily`` is paused, refuses to start while it is unless told
 to unpause it, then creates the backfill and says how to watch it.
+
+On SQLite (the embedded default) the scheduler and DAG processor write the same
+file: Airflow's backfill creation meets their writes mid-transaction and gives up
+at once with "database is locked" (a busy timeout does not apply to a read
+upgraded to a write), after removing the half-made backfill so that it can be
+retried. This command retries it then, with back-off.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import re
 import subprocess
 import sys
 from functools import partial
 from typing import Any
 
+from asr_tasks import retry
 from asr_tasks.cli import airflow_shell
 from asr_tasks.cli.options import Checked
 from asr_tasks.inputs import calendar_day, day_range, within
 
 DAG_ID = "transcribe_daily"
 MAX_ACTIVE_RUNS = 1000
+LOCKED = "database is locked"  # SQLite's SQLITE_BUSY, which Airflow treats as a lock to retry after
+_ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception)\b.*:")
+# what SQLAlchemy prints after a database's error: the statement, its parameters, a link to its docs
+_NOISE = ("(Background on this error at:", "[SQL:", "[parameters:")
+log = logging.getLogger("asr.backfill")
+
+
+class AirflowFailed(Exception):
+    """An ``airflow`` command that exited non-zero, with what it printed."""
+
+    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
+        super().__init__(_said(proc))
+        self.proc = proc
 
 
 def _said(proc: subprocess.CompletedProcess[str]) -> str:
-    """The last line Airflow printed: its error (not SQLAlchemy's link to its docs, which follows a database's)."""
-    lines = [line for line in (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-             if line.strip() and not line.lstrip().startswith("(Background on this error at:")]
-    return lines[-1].strip() if lines else f"exit {proc.returncode}"
+    """Airflow's error: the last exception line it printed, else its last line (never SQLAlchemy's statement dump)."""
+    lines = [line.strip() for line in (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+             if line.strip() and not line.lstrip().startswith(_NOISE)]
+    errors = [line for line in lines if _ERROR_LINE.match(line)]
+    return (errors or lines or [f"exit {proc.returncode}"])[-1]
+
+
+def _locked(exc: BaseException) -> bool:
+    return isinstance(exc, AirflowFailed) and LOCKED in exc.proc.stdout + exc.proc.stderr
+
+
+def _create(args: list[str], attempts: int) -> subprocess.CompletedProcess[str]:
+    """``airflow backfill create``, again while SQLite reports another process's write in the way."""
+
+    def once() -> subprocess.CompletedProcess[str]:
+        proc = airflow_shell.run(*args)
+        if proc.returncode != 0:
+            raise AirflowFailed(proc)
+        return proc
+
+    policy = retry.policy("airflow backfill create", _locked, retries=attempts - 1, backoff=2.0, max_delay=30.0,
+                          reason=str, logger=log)
+    return policy(once)
 
 
 def _details(stdout: str) -> dict[str, Any]:
@@ -59,11 +100,13 @@ def cmd_backfill(args: argparse.Namespace) -> int:
               "--max-active-runs", str(args.max_active_runs), "--reprocess-behavior", args.reprocess]
     create += ["--run-backwards"] if args.backwards else []
     create += ["--dry-run"] if args.dry_run else []
-    proc = airflow_shell.run(*create)
-    sys.stdout.write(proc.stdout)
-    if proc.returncode != 0:
-        print(f"asr: airflow backfill create failed: {_said(proc)}", file=sys.stderr)
+    try:
+        proc = _create(create, attempts=args.attempts)
+    except AirflowFailed as failed:
+        sys.stdout.write(failed.proc.stdout)
+        print(f"asr: airflow backfill create failed: {failed}", file=sys.stderr)
         return 1
+    sys.stdout.write(proc.stdout)
     if not args.dry_run:
         print(f"backfill of {DAG_ID} from {args.date_from} to {args.date_to} created; watch it with\n"
               f"  asr progress --from {args.date_from} --to {args.date_to} --watch")
@@ -83,5 +126,7 @@ def add_commands(sub: Any) -> None:
                    help="days that already have a run: skip them (none), redo failed ones, or redo all")
     p.add_argument("--unpause", action="store_true", help=f"unpause {DAG_ID} first if it is paused")
     p.add_argument("--dry-run", action="store_true", help="list the runs it would create, create nothing")
+    p.add_argument("--attempts", type=int, default=6, action=Checked, check=partial(within, least=1, most=100),
+                   help=f"tries while the Airflow database answers '{LOCKED}' (default 6, about a minute)")
     p.set_defaults(func=cmd_backfill)
 
