@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import date
+from datetime import date, timedelta
 from typing import TypeVar
 
 from asr_tasks.config import AudioSettings
@@ -49,6 +49,12 @@ def day_range(first: str | None, last: str | None, first_name: str, last_name: s
         raise InputError(f"{first_name} {first} is after {last_name} {last}")
     if (date.fromisoformat(last) - date.fromisoformat(first)).days > MAX_SPAN_YEARS * 366:
         raise InputError(f"{first_name} {first} to {last_name} {last}: at most {MAX_SPAN_YEARS} years at once")
+
+
+def days_between(first: str, last: str) -> list[str]:
+    """Every calendar day from ``first`` to ``last`` (checked by ``day_range``), both included."""
+    start = date.fromisoformat(first)
+    return [(start + timedelta(days=n)).isoformat() for n in range((date.fromisoformat(last) - start).days + 1)]
 
 
 def speaker_names(audio: AudioSettings) -> list[str]:

@@ -38,9 +38,9 @@ TRANSCRIPTS = Asset(TRANSCRIPTS_ASSET_URI)
 def qa_audit_nightly() -> None:
     @task
     def audit_days(triggering_asset_events: Any = None, ds: str | None = None) -> list[dict[str, Any]]:
-        """Evaluate every rule over each triggering day's transcripts; store findings and reports; hand Airflow
-        the totals only (counts per rule and severity, no agent)."""
-        from asr_tasks.audit.rules import load_rules
+        """Evaluate every rule over each triggering day's transcripts; store findings, tags and reports; hand
+        Airflow the totals only (counts per rule, severity and tag, and the rule set's identity; no agent)."""
+        from asr_tasks.audit.rules import load_rule_set
         from asr_tasks.audit.reports import run_audit
         from asr_tasks.index.backends import open_index
 
@@ -48,7 +48,7 @@ def qa_audit_nightly() -> None:
         days = sorted({e.extra["call_date"] for e in events if e.extra and "call_date" in e.extra})
         if not days and ds:
             days = [ds]
-        rules = load_rules(settings.audit.path("qa_rules_dir"))
+        rules = load_rule_set(settings.audit.path("qa_rules_dir"))
         index, store = open_index(settings.index), task_store(settings.storage)
         return [run_audit(day, rules, index, store, settings).totals() for day in days]
 

@@ -14,7 +14,7 @@ import pytest
 from asr_tasks import PIPELINE_VERSION
 from asr_tasks.audit.redaction import KindCount, RedactionReport
 from asr_tasks.audit.reports import report_csv, run_audit, stored_audit
-from asr_tasks.audit.rules import AuditResult, RuleError, audit, load_rules, normalise
+from asr_tasks.audit.rules import AuditResult, RuleError, audit, load_rule_set, load_rules, normalise
 from asr_tasks.config import PROJECT_ROOT, Settings
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.intake.stores import LocalStore, put_json
@@ -135,10 +135,10 @@ def _record_day(settings: Settings, calls: list[Transcript] = CALLS) -> SqliteIn
 def test_audit_stores_findings_and_writes_reports(settings: Settings, tmp_path: Path) -> None:
     index = _record_day(settings)
     store = LocalStore(settings.storage.path("store_root"))
-    result = run_audit(DAY, load_rules(RULES), index, store, settings)
+    result = run_audit(DAY, load_rule_set(RULES), index, store, settings)
     assert found(result.findings) == PLANTED
     assert len(index.findings(DAY)) == len(PLANTED)
-    run_audit(DAY, load_rules(RULES), index, store, settings)  # a re-run replaces, never adds
+    run_audit(DAY, load_rule_set(RULES), index, store, settings)  # a re-run replaces, never adds
     assert len(index.findings(DAY)) == len(PLANTED)
     bucket = settings.storage.artefacts_bucket
     report = store.get_bytes(bucket, f"reports/qa/{DAY}/qa-audit.html").decode()
@@ -222,7 +222,7 @@ def _record_redaction_day(settings: Settings) -> tuple[SqliteIndex, LocalStore]:
 def test_the_redaction_report_counts_kinds_seconds_and_missing_renditions(settings: Settings) -> None:
     settings = settings.override(pii_audio_margin_seconds=0.5)
     index, store = _record_redaction_day(settings)
-    result = run_audit(DAY, load_rules(RULES), index, store, settings)
+    result = run_audit(DAY, load_rule_set(RULES), index, store, settings)
     report = result.redaction
     assert report is not None and report.kinds == KINDS
     assert (report.values, report.by_pattern, report.by_context, report.recordings_with_pii) == (5, 3, 2, 2)
@@ -245,7 +245,7 @@ def test_the_redaction_report_counts_kinds_seconds_and_missing_renditions(settin
 def test_a_day_whose_renditions_are_all_stored_says_so(settings: Settings) -> None:
     index, store = _record_redaction_day(settings)
     store.put_bytes(settings.storage.artefacts_bucket, RecordingVersion.of(EDGE.recording).redacted_audio, b"fLaC")
-    result = run_audit(DAY, load_rules(RULES), index, store, settings)
+    result = run_audit(DAY, load_rule_set(RULES), index, store, settings)
     assert result.redaction is not None and result.redaction.missing_renditions == ()
     html = store.get_bytes(settings.storage.artefacts_bucket, DayReports(DAY).audit("html")).decode()
     assert "Every call with personal data has its redacted audio." in html
@@ -300,7 +300,7 @@ def test_the_app_serves_the_redaction_with_links_inside_the_app(settings: Settin
     from asr_tasks.web.app import create_app
 
     index, store = _record_redaction_day(settings)
-    run_audit(DAY, load_rules(RULES), index, store, settings)
+    run_audit(DAY, load_rule_set(RULES), index, store, settings)
     html = TestClient(create_app(settings), root_path="/search").get(f"/reports/qa/{DAY}").text
     edge = EDGE.recording.recording_id
     assert "<tr><td>phone</td><td>2</td><td>0</td></tr>" in html

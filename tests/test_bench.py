@@ -99,6 +99,13 @@ def check_quality_gate(r: Report) -> None:
     assert 0 <= r["clean_flagged"] <= 1 and 0 <= r["bad_missed"] <= 1 and isinstance(r["missed"], list)
 
 
+def check_qa_rules(r: Report) -> None:
+    assert r["text"]["calls"] > 40 and r["spoken"]["calls"] == 2 and positive(r["audio_s"], r["audit_s_per_call_hour"])
+    for part in ("text", "spoken"):
+        assert {"overall", "promise-of-return", "complaint"} <= set(r[part]["rules"])
+        assert all(0 <= s["precision"] <= 1 and 0 <= s["recall"] <= 1 for s in r[part]["rules"].values())
+
+
 def check_retention(r: Report) -> None:
     assert r["recordings"] == 20 and r["held"] == 5
     assert sum(r["ledger_states_after"].values()) == 20 and positive(r["retention_dag_wall_s"])
@@ -143,6 +150,7 @@ CASES: dict[str, tuple[str | None, Callable[[Report], None]]] = {  # script: (a 
     "pipeline.py": (None, check_pipeline),
     "preprocess.py": (None, check_preprocess),
     "progress_ledger.py": ("postgres_server", check_progress_ledger),
+    "qa_rules.py": (None, check_qa_rules),
     "quality_gate.py": (None, check_quality_gate),
     "retention.py": (None, check_retention),
     "search.py": (None, check_search),
@@ -170,6 +178,7 @@ DOCUMENTED = {  # the top-level keys each script's docstring lists
     "preprocess.py": {"source"},
     "progress_ledger.py": {"rows", "fill_s", "progress_by_month_s", "periods_by_month", "progress_by_day_s",
                            "periods_by_day", "asr_progress_cli_s", "recordings", "failure_groups", "eta_hours"},
+    "qa_rules.py": {"rule_set", "text", "spoken", "audio_s", "audit_s_per_call_hour"},
     "quality_gate.py": {"clean", "bad", "clean_flagged", "bad_missed", "missed", "expectations", "thresholds"},
     "retention.py": {"recordings", "held", "fill_s", "retention_dag_wall_s", "ms_per_recording_erased",
                      "ledger_states_after", "objects_left"},

@@ -239,7 +239,7 @@ def test_templates_yearly_indices_and_bulk_actions(index: ElasticsearchIndex, es
     text = template["template"]["mappings"]["properties"]["text"]
     assert text["analyzer"] == "standard" and text["fields"]["en"]["analyzer"] == "asr_english"
     assert es.calls[1].json()["template"]["mappings"]["properties"]["state"] == {"type": "keyword"}
-    assert es.calls[5].params == {"_source_includes": "segments"}
+    assert es.calls[5].params == {"_source_includes": "segments,recording_id,tags"}
 
     bulk = es.calls[-2]
     assert bulk.params == es.calls[-1].params == {"refresh": "wait_for"}
@@ -426,7 +426,7 @@ def test_state_lookups(index: ElasticsearchIndex, es: FakeElasticsearch) -> None
            "segments": 4, "model": "m", "pipeline_version": "3"}
     es.script("POST", "/asr-recordings/_search", search_answer([{"_index": "asr-recordings-2026", "_id": "x",
                                                                 "_score": 1.0, "_source": doc}]))
-    assert index.recording("r9") == {**doc, "quality_failures": "speech_ratio"}
+    assert index.recording("r9") == {**doc, "quality_failures": "speech_ratio", "tags": []}
     assert es.calls[0].json() == {"query": {"term": {"recording_id": "r9"}}, "size": 1}
 
     es.script("POST", "/asr-recordings/_search", search_answer([
@@ -438,6 +438,41 @@ def test_state_lookups(index: ElasticsearchIndex, es: FakeElasticsearch) -> None
     assert es.calls[-1].json() == {"query": {"term": {"call_date": "2026-11-27"}},
                                    "sort": [{"key": "asc"}, {"recording_id": "asc"}], "size": 1000,
                                    "track_total_hits": False}
+
+
+def test_tags_are_updated_by_id_kept_by_a_reindex_and_filter_by_their_calls(index: ElasticsearchIndex,
+                                                                          es: FakeElasticsearch) -> None:
+    """A day's tags are partial updates of its recording documents (no update_by_query, which needs the reindex
+    module); rewriting that version carries them over; a tag filter asks the recordings for their calls' ids."""
+    rec = _recording("calls/2016/03/04/c1.wav")
+    kid = key_id("recordings", rec.key)
+    day = {"_index": "asr-recordings-2016", "_id": kid, "_source": {"recording_id": rec.recording_id},
+           "sort": [rec.recording_id]}
+    es.script("POST", "/asr-recordings/_refresh", (200, {"_shards": {"total": 2, "successful": 1, "failed": 0}}))
+    es.script("POST", "/asr-recordings/_search", search_answer([day]))
+    index.replace_tags("2016-03-04", {rec.recording_id: ["complaint", "cancellation", "complaint"], "other": ["x"]})
+    assert [(c.method, c.path) for c in es.calls[-3:]] == [
+        ("POST", "/asr-recordings/_refresh"), ("POST", "/asr-recordings/_search"), ("PUT", "/_bulk")]
+    scan = es.calls[-2].json()
+    assert scan["query"] == {"term": {"call_date": "2016-03-04"}} and scan["_source"] == ["recording_id"]
+    assert es.calls[-1].ndjson() == [{"update": {"_index": "asr-recordings-2016", "_id": kid}},
+                                     {"doc": {"tags": ["cancellation", "complaint"]}}]
+
+    es.calls.clear()
+    es.script("GET", f"/asr-recordings-2016/_doc/{kid}",
+              (200, {"_index": "asr-recordings-2016", "_id": kid, "found": True,
+                     "_source": {"segments": 1, "recording_id": rec.recording_id, "tags": ["complaint"]}}))
+    index.replace_recording(_transcript(rec, ["好"]))
+    assert es.calls[-1].ndjson()[1]["tags"] == ["complaint"]
+
+    es.calls.clear()
+    es.script("POST", "/asr-recordings/_search", search_answer([day]))
+    index.search_page("好", Filters(date_from="2016-01-01", tags=("complaint", "cancellation")))
+    lookup, search = (c.json() for c in es.calls)
+    days = {"range": {"call_date": {"gte": "2016-01-01", "format": "yyyy-MM-dd"}}}
+    assert lookup["query"] == {"bool": {"filter": [days, {"term": {"tags": "complaint"}},
+                                                   {"term": {"tags": "cancellation"}}]}}
+    assert search["query"]["bool"]["filter"] == [days, {"terms": {"recording_id": [rec.recording_id]}}]
 
 
 def test_scans_page_with_search_after(index: ElasticsearchIndex, es: FakeElasticsearch) -> None:

@@ -146,3 +146,20 @@ def _index_versions(path: str, worker: int) -> str:
         index.replace_recording(Transcript(recording=rec, duration=1.0, language="en", model="m", pipeline_version="1",
                                            segments=[Segment(rec.recording_id, 0, "agent", 0.0, 1.0, "hello")]))
     return "ok"
+
+
+def test_an_index_file_from_before_tags_gets_the_column(tmp_path: Path) -> None:
+    """A file written before the QA tags existed is migrated in place when opened: its calls have no tags until
+    an audit sets them."""
+    import sqlite3
+    from contextlib import closing
+
+    path = tmp_path / "index.sqlite"
+    rec = _recording("calls/2026/11/27/old.wav")
+    SqliteIndex(path).replace_recording(_transcript(rec, [("agent", 1.0, 2.0, "保证收益")]))
+    with closing(sqlite3.connect(path)) as db, db:
+        db.execute("ALTER TABLE recordings DROP COLUMN tags")
+    index = SqliteIndex(path)
+    assert index.recording(rec.recording_id)["tags"] == []  # type: ignore[index]
+    index.replace_tags("2026-11-27", {rec.recording_id: ["complaint"]})
+    assert index.recording(rec.recording_id)["tags"] == ["complaint"]  # type: ignore[index]

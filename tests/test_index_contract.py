@@ -398,3 +398,53 @@ def test_analytics_rules_and_quality_filter_and_facet_alike(index: TranscriptInd
     assert index.rule_counts(everything) == {"long-hold": 1, "promise-of-return": 2}
     assert index.rule_counts(everything, Filters(agent="AG-2")) == {"promise-of-return": 1}
     assert index.recording(en.recording_id)["analytics"] == rude  # type: ignore[index]
+
+
+def test_tags_of_a_day_are_replaced_whole_and_searched(index: TranscriptIndex) -> None:
+    """A day's audit sets every recording's tags of that day (sorted, once each; a call left out has none), a
+    second audit replaces them, other days keep theirs; searches narrow to calls with every tag asked for, and
+    the facet counts the search's own calls only."""
+    zh, en, old = _recording(ZH_KEY), _recording(EN_KEY, agent="AG-2"), _recording(OLD_KEY)
+    index.replace_tags("2025-12-31", {old.recording_id: ["complaint"]})
+    index.replace_tags("2026-11-27", {zh.recording_id: ["product-mortgage", "complaint", "complaint"],
+                                      en.recording_id: ["cancellation"]})  # another day's call: not this audit's
+
+    def tags(rec: Recording) -> list[str]:
+        row = index.recording(rec.recording_id)
+        assert row is not None
+        return list(row["tags"])
+
+    assert (tags(zh), tags(en), tags(old)) == (["complaint", "product-mortgage"], [], ["complaint"])
+    everything = "收益 | returns"
+
+    def keys(*asked: str, query: str = everything, **filters: Any) -> set[str]:
+        return {h.key for h in index.search_page(query, Filters(tags=asked, **filters), size=50).hits}
+
+    assert keys("complaint") == {ZH_KEY, OLD_KEY} and keys("complaint", "product-mortgage") == {ZH_KEY}
+    assert keys("complaint", date_from="2026-01-01") == {ZH_KEY} and keys("cancellation") == set()
+    assert keys("complaint", query="") == {ZH_KEY, OLD_KEY}  # a tag alone: every segment of its calls
+    assert [c["key"] for c in index.calls("", Filters(tags=("product-mortgage",))).calls] == [ZH_KEY]
+    assert index.calls("", Filters(tags=("complaint",))).calls[0]["tags"] == ["complaint"]
+    assert index.tag_counts(everything) == {"complaint": 2, "product-mortgage": 1}
+    assert index.tag_counts("returns") == {}  # the tagged calls are not among its hits: named nowhere
+    assert index.tag_counts(everything, Filters(date_to="2025-12-31")) == {"complaint": 1}
+
+    index.replace_tags("2026-11-27", {zh.recording_id: ["vulnerable-customer"]})
+    assert (tags(zh), tags(old)) == (["vulnerable-customer"], ["complaint"])
+    assert keys("complaint") == {OLD_KEY}
+    index.replace_tags("2026-11-27", {})
+    assert (tags(zh), tags(old)) == ([], ["complaint"])
+
+
+def test_a_reindex_keeps_the_tags_and_a_new_version_has_none(index: TranscriptIndex) -> None:
+    """Rewriting the version an audit tagged (``asr reindex``) keeps its tags; a new upload under its key is
+    another call, untagged until its own audit."""
+    zh = _recording(ZH_KEY)
+    index.replace_tags("2026-11-27", {zh.recording_id: ["complaint"]})
+    index.replace_recording(_transcript(zh, [("agent", 1.0, 4.5, "保证收益")]))
+    assert index.recording(zh.recording_id)["tags"] == ["complaint"]  # type: ignore[index]
+    assert {h.key for h in index.search_page("收益", Filters(tags=("complaint",))).hits} == {ZH_KEY}
+    new = _recording(ZH_KEY, etag="e2")
+    index.replace_recording(_transcript(new, [("agent", 1.0, 4.5, "保证收益")]))
+    assert index.recording(new.recording_id)["tags"] == []  # type: ignore[index]
+    assert index.search_page("收益", Filters(tags=("complaint",))).hits == []

@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from test_index_contract import EN_KEY, OLD_KEY, ZH_KEY, _fill
+from test_index_contract import EN_KEY, OLD_KEY, ZH_KEY, _fill, _recording
 
 from asr_tasks.config import PROJECT_ROOT
 from asr_tasks.index.sqlite import SqliteIndex
@@ -72,6 +72,19 @@ def test_counts_per_agent_and_day(env: dict[str, str]) -> None:
     ]
     as_json = json.loads(asr(env, "returns", "--counts", "--json", "--date-from", "2026-11-28").stdout)
     assert as_json == [{"agent_id": "AG-2", "call_date": "2026-11-28", "segments": 2, "recordings": 1}]
+
+
+def test_tags_narrow_the_search_to_calls_with_every_one(env: dict[str, str]) -> None:
+    index = SqliteIndex(Path(env["ASR_INDEX_PATH"]))
+    index.replace_tags("2026-11-27", {_recording(ZH_KEY).recording_id: ["complaint", "product-mortgage"]})
+    index.replace_tags("2025-12-31", {_recording(OLD_KEY).recording_id: ["complaint"]})
+    one = asr(env, "收益 | returns", "--tag", "complaint", "--json")
+    assert one.returncode == 0, one.stderr
+    assert {h["key"] for h in json.loads(one.stdout)} == {ZH_KEY, OLD_KEY}
+    both = asr(env, "收益 | returns", "--tag", "complaint", "--tag", "product-mortgage", "--json")
+    assert {h["key"] for h in json.loads(both.stdout)} == {ZH_KEY}
+    long = asr(env, "收益", "--tag", "x" * 201)
+    assert (long.returncode, long.stderr) == (2, "asr search: --tag: longer than 200 characters\n")
 
 
 def test_bad_cursor_and_nothing_found(env: dict[str, str]) -> None:

@@ -210,6 +210,51 @@ def test_json_api_pages_and_counts(client: TestClient) -> None:
     ]
 
 
+def test_tags_narrow_the_search_and_are_faceted_and_shown_on_the_call_page(
+        client: TestClient, settings: Settings, world: tuple[SqliteIndex, LocalStore], jfk_rec: Recording) -> None:
+    """The facet counts the tags of the search's own calls (a call the search does not let through names none of
+    its tags), each a link that adds the tag to the search; ``tag`` narrows the page, the API and the export
+    alike, is logged as typed (masked), and the call page shows its call's tags."""
+    index, _ = world
+    zh = _recording(ZH_KEY, "AG-1001")
+    index.replace_tags("2026-11-27", {jfk_rec.recording_id: ["complaint"],
+                                      zh.recording_id: ["complaint", "vulnerable-customer"]})
+    page = client.get("/", params={"q": "收益 | country"}).text
+    assert "<h2>calls per tag</h2>" in page
+    links = {tag: link for link, tag in re.findall(r'<a href="\?([^"]*)">(complaint|vulnerable-customer)</a>', page)}
+    assert '&amp;tag=complaint">complaint</a> (2)' in page and '">vulnerable-customer</a> (1)' in page
+    narrowed = client.get("/?" + links["vulnerable-customer"].replace("&amp;", "&")).text
+    assert narrowed.count('<li class="hit') == 2 and JFK_KEY not in narrowed  # the Chinese call's two hits
+    assert '<input type="checkbox" name="tag" value="vulnerable-customer" checked>' in narrowed
+    assert "&amp;tag=complaint&amp;tag=vulnerable-customer" in narrowed  # the facet adds a tag to those asked for
+    jfk_only = client.get("/", params={"q": "country"}).text
+    facet = re.search(r'<nav class="facets".*?</nav>', jfk_only, re.S)
+    assert facet and '">complaint</a> (1)' in facet.group() and "vulnerable-customer" not in facet.group()
+
+    calls = client.get("/", params={"q": "", "tag": ["vulnerable-customer", ""]}).text  # the form's empty field
+    assert calls.count('<li class="call') == 1 and ZH_KEY in calls
+    assert '<span class="tag">complaint</span><span class="tag">vulnerable-customer</span>' in calls
+    assert "api/export?q=&amp;tag=vulnerable-customer&amp;format=csv" in calls
+    row = AccessLog(open_ledger(settings.ledger)).entries()[-1]
+    assert (row.action, row.filters, row.detail) == ("search", {"tags": ["vulnerable-customer"]}, "calls")
+    assert "No calls match tag cancellation." in client.get("/", params={"tag": "cancellation"}).text
+
+    api = client.get("/api/search", params={"q": "收益 | country", "tag": ["complaint", "vulnerable-customer"]})
+    assert {h["key"] for h in api.json()["hits"]} == {ZH_KEY}
+    export = client.get("/api/export", params={"q": "country", "tag": "complaint", "format": "json"}).json()
+    assert {h["key"] for h in export} == {JFK_KEY}
+    assert client.get("/api/search", params={"q": "x", "tag": "t" * 201}).status_code == 422
+    assert client.get("/api/search", params={"q": "", "tag": ""}).status_code == 422
+    assert client.get("/api/search", params={"q": "x", "tag": [f"t{n}" for n in range(21)]}).status_code == 422
+    client.get("/api/search", params={"q": "country", "tag": "4111 1111 1111 1111"})
+    assert AccessLog(open_ledger(settings.ledger)).entries()[-1].filters == {"tags": ["[CARD ****1111]"]}
+
+    call = client.get(f"/call/{zh.recording_id}").text
+    assert 'href="./?q=&amp;tag=complaint"' in call and 'href="./?q=&amp;tag=vulnerable-customer"' in call
+    index.replace_tags("2026-11-27", {})
+    assert '<span class="tags">Tags <b>-</b></span>' in client.get(f"/call/{zh.recording_id}").text
+
+
 AIRFLOW_PROBE = """
 import json
 from airflow.utils.db import initdb
@@ -438,7 +483,7 @@ def test_browser_search_click_and_play_from_the_hit(
                          text="\r" if kind == "keyDown" else "")
         assert browser.wait_for("document.querySelectorAll('.hit').length") == 2
         assert browser.js("location.search") == ("?q=%22your+country%22&date_from=&date_to=&agent=&speaker=&quality="
-                                                 "&non_talk_percent=&agent_interruptions=&rule=")
+                                                 "&non_talk_percent=&agent_interruptions=&rule=&tag=")
 
         hit = "li.hit[data-start='7.900']"
         assert browser.js(f"document.querySelector({json.dumps(hit)}).innerText").startswith("▶ 0:07.9–0:10.6")

@@ -10,11 +10,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from asr_tasks.audit.redaction import RedactionReport, redaction_report
-from asr_tasks.audit.rules import AuditResult, Finding, Rule, audit
+from asr_tasks.audit.rules import AuditResult, Finding, RuleSet, audit
 from asr_tasks.config import Settings
 from asr_tasks.index.base import TranscriptIndex
 from asr_tasks.intake.artefacts import Artefacts
@@ -28,8 +29,8 @@ from asr_tasks.text.pii_policy import load_policy
 from asr_tasks.text.spreadsheet import spreadsheet_safe
 from asr_tasks.version import DayReports, RecordingVersion
 
-CSV_FIELDS = ["rule_id", "severity", "key", "agent_id", "speaker", "start", "end", "matched_text", "recording_id",
-              "description", "link"]
+CSV_FIELDS = ["rule_id", "severity", "key", "agent_id", "speaker", "start", "end", "matched_text", "confidence",
+              "recording_id", "description", "rule_set", "link"]
 
 
 def call_link(recording_id: str, search_url: str) -> str:
@@ -67,8 +68,9 @@ def report_html(result: AuditResult, search_url: str, opened: list[dict[str, Any
 
 
 def report_json(result: AuditResult, opened: list[dict[str, Any]]) -> dict[str, Any]:
-    """What ``stored_audit`` and the app read back: the summary, the findings, the redaction, who opened what."""
-    return {"summary": result.summary(), "findings": [f.to_dict() for f in result.findings],
+    """What ``stored_audit`` and the app read back: the summary, the findings, the calls' tags, the redaction, who
+    opened what."""
+    return {"summary": result.summary(), "findings": [f.to_dict() for f in result.findings], "tags": result.tags,
             "redaction": result.redaction.to_dict() if result.redaction else None, "opened": opened}
 
 
@@ -88,7 +90,7 @@ def day_transcripts(call_date: str, artefacts: Artefacts, settings: Settings) ->
             if row["state"] != RecordingState.QUARANTINED]
 
 
-def run_audit(call_date: str, rules: list[Rule], index: TranscriptIndex, store: ObjectStore,
+def run_audit(call_date: str, rules: RuleSet, index: TranscriptIndex, store: ObjectStore,
               settings: Settings) -> AuditResult:
     """Audit a day's gated transcripts (from storage), store the findings and write the day's report (HTML, CSV, JSON).
 
@@ -102,6 +104,7 @@ def run_audit(call_date: str, rules: list[Rule], index: TranscriptIndex, store: 
     result = audit(transcripts, rules, call_date, policy)
     result.redaction = redaction
     index.replace_findings(call_date, [f.to_dict() for f in result.findings])
+    index.replace_tags(call_date, result.tags)
     reports, search_url = DayReports(call_date), settings.web.search_url
     opened = opened_on(call_date, settings)
     store.put_bytes(artefacts.bucket, reports.audit("html"), report_html(result, search_url, opened).encode())
@@ -121,5 +124,43 @@ def stored_audit(call_date: str, store: ObjectStore, settings: Settings) -> Audi
     report = json.loads(store.get_bytes(bucket, key))
     redaction = report.get("redaction")
     return AuditResult(call_date, int(report["summary"]["recordings"]),
-                       [Finding.from_dict(f) for f in report["findings"]],
-                       RedactionReport.from_dict(redaction) if redaction else None)
+                       [Finding.from_dict(f) for f in report["findings"]], tags=dict(report.get("tags") or {}),
+                       rule_set=str(report["summary"].get("rule_set") or ""),
+                       redaction=RedactionReport.from_dict(redaction) if redaction else None)
+
+
+@dataclass
+class Rescored:
+    """A day audited again with a rule set: the findings and tags it added and removed against the stored audit."""
+
+    call_date: str
+    before: str  # the rule set of the stored audit ("" for none, or one stored before sets had an identity)
+    after: str
+    added: list[Finding]
+    removed: list[Finding]
+    tags_added: dict[str, list[str]]
+    tags_removed: dict[str, list[str]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"date": self.call_date, "rule_set_before": self.before, "rule_set": self.after,
+                "added": [f.to_dict() for f in self.added], "removed": [f.to_dict() for f in self.removed],
+                "tags_added": self.tags_added, "tags_removed": self.tags_removed}
+
+
+def _tag_changes(a: dict[str, list[str]], b: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The tags of ``a`` that ``b`` does not have, per recording."""
+    out = {rid: sorted(set(tags) - set(b.get(rid, ()))) for rid, tags in a.items()}
+    return {rid: tags for rid, tags in sorted(out.items()) if tags}
+
+
+def rescore(call_date: str, rules: RuleSet, index: TranscriptIndex, store: ObjectStore,
+            settings: Settings) -> Rescored:
+    """The day audited again (findings, tags and reports replaced), with what changed since its stored audit."""
+    before = stored_audit(call_date, store, settings)
+    after = run_audit(call_date, rules, index, store, settings)
+    old = {f.finding_id: f for f in before.findings} if before else {}
+    new = {f.finding_id: f for f in after.findings}
+    old_tags = before.tags if before else {}
+    return Rescored(call_date, before.rule_set if before else "", after.rule_set,
+                    [f for i, f in new.items() if i not in old], [f for i, f in old.items() if i not in new],
+                    _tag_changes(after.tags, old_tags), _tag_changes(old_tags, after.tags))

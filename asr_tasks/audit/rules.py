@@ -1,9 +1,16 @@
 """The nightly QA audit: YAML rule sets evaluated over a day's transcripts.
 
-Rules (``include/qa_rules/*.yaml``) come in five kinds: forbidden phrases,
-required phrases within a time window, regular expressions (PII), long silences
-and talk-time ratios. Every finding names the rule, the recording, the speaker
-and the seconds, so an auditor can jump straight to the moment.
+A rule (``include/qa_rules/*.yaml``) states its conditions about a call
+(``conditions.py``: what was said, by whom, when, negated or not, near what,
+before what; personal data read out; the call's analytics) under ``when:`` (a
+finding wherever they hold) or ``require:`` (a finding where they do not), or it
+``tag:``s the calls where they hold with a category. The older kinds
+(forbidden and required phrases, regular expressions, personal data, long
+silences, talk-time ratios) read as before. A rule's ``examples:`` must and its
+``counter_examples:`` must not fire, or the rule set is refused at load. Every
+finding names the rule, the rule set's identity (a hash of its files), the
+recording, the speaker and the seconds, so an auditor can jump straight to the
+moment and a re-scoring can say what changed.
 """
 
 from __future__ import annotations
@@ -12,18 +19,18 @@ import hashlib
 import re
 import unicodedata
 from collections import Counter
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
 
+from asr_tasks.audit import conditions, phrases
+from asr_tasks.audit.conditions import Call, Condition, Hit
 from asr_tasks.audit.redaction import RedactionReport
-from asr_tasks.chars import CJK_CHAR
-from asr_tasks.models import Segment, Transcript, _Serialisable
+from asr_tasks.models import Recording, Segment, Transcript, _Serialisable
 from asr_tasks.text.pii import redact_transcript
-from asr_tasks.text.pii_policy import Policy, luhn
+from asr_tasks.text.pii_policy import Policy
 
 SEVERITIES = ("low", "medium", "high", "critical")
 KINDS = {
@@ -34,9 +41,14 @@ KINDS = {
     "talk_ratio": {"speaker"},
     "personal_data": {"pii_kinds"},  # a kind of include/pii/ was read out (found before masking; stored masked)
 }
-OPTIONAL = {"speaker", "luhn", "min_share", "max_share", "description"}
-COMMON = {"id", "kind", "severity", "description"}
+OPTIONAL = {"speaker", "luhn", "min_share", "max_share", "description", "fuzzy"}
+COMMON = {"id", "kind", "severity", "description", "examples", "counter_examples"}
+# a rule of conditions: when (a finding where they hold) or require (a finding where they do not); tag instead of
+# severity for a category
+CONDITION_FIELDS = {"id", "severity", "tag", "description", "speaker", "when", "require", "examples",
+                    "counter_examples"}
 _PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
+_TAG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 
 class RuleError(ValueError):
@@ -46,22 +58,36 @@ class RuleError(ValueError):
 @dataclass(frozen=True)
 class Rule:
     id: str
-    kind: str
-    severity: str
+    kind: str  # one of KINDS, or "when" / "require" for a rule of conditions
+    severity: str  # "tag" for a rule that tags calls
     description: str
     source: str  # file:line, for messages
     speakers: tuple[str, ...] = ()
-    phrases: tuple[str, ...] = ()
+    condition: Condition | None = None  # every kind but silence and talk_ratio
     within_seconds: float = 0.0
-    pattern: re.Pattern[str] | None = None
-    luhn: bool = False
     max_seconds: float = 0.0
     min_share: float | None = None
     max_share: float | None = None
-    pii_kinds: tuple[str, ...] = ()
+    tag: str | None = None
+    examples: tuple[Any, ...] = ()
+    counter_examples: tuple[Any, ...] = ()
 
     def applies_to(self, speaker: str) -> bool:
         return not self.speakers or speaker in self.speakers
+
+    @property
+    def reads_as(self) -> str:
+        """The older kind a finding of this rule reads like (a phrase said, data read out, a phrase missing, a
+        measure), for the words a page puts it in."""
+        if self.kind == "require":
+            return "required_phrase"
+        if self.kind != "when":
+            return self.kind
+        leaf = self.condition
+        while isinstance(leaf, (conditions.AllOf, conditions.AnyOf)):
+            leaf = leaf.conditions[0]
+        return {conditions.Pii: "personal_data", conditions.Pattern: "regex",
+                conditions.Metric: "metric"}.get(type(leaf), "forbidden_phrase")
 
 
 @dataclass
@@ -78,6 +104,16 @@ class Finding(_Serialisable):
     start: float
     end: float
     matched_text: str
+    confidence: float = 1.0  # below 1 where a phrase matched fuzzily: how alike the words were
+    rule_set: str = ""  # the identity of the rule set it came from (``RuleSet.identity``)
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """The rules of a folder and their identity: a hash of the files' names and bytes."""
+
+    rules: tuple[Rule, ...]
+    identity: str
 
 
 @dataclass
@@ -85,6 +121,8 @@ class AuditResult:
     call_date: str
     recordings: int
     findings: list[Finding] = field(default_factory=list)
+    tags: dict[str, list[str]] = field(default_factory=dict)  # recording id: the categories its call was tagged
+    rule_set: str = ""
     # how the day's masking fared (``run_audit`` adds it); None for a bare ``audit`` and for reports stored before
     redaction: RedactionReport | None = None
 
@@ -96,6 +134,8 @@ class AuditResult:
             "findings": len(self.findings),
             "by_rule": dict(sorted(Counter(f.rule_id for f in self.findings).items())),
             "by_severity": dict(sorted(Counter(f.severity for f in self.findings).items())),
+            "by_tag": dict(sorted(Counter(t for tags in self.tags.values() for t in tags).items())),
+            "rule_set": self.rule_set,
         }
 
     def summary(self) -> dict[str, Any]:
@@ -103,47 +143,77 @@ class AuditResult:
         return {**self.totals(), "by_agent": dict(sorted(Counter(f.agent_id or "-" for f in self.findings).items()))}
 
 
-@lru_cache(maxsize=1)
-def _to_simplified() -> Any:
-    import opencc
-
-    return opencc.OpenCC("t2s")
-
-
 def normalise(text: str) -> str:
-    """What phrases are matched against: simplified script, width- and case-folded, no punctuation."""
-    text = unicodedata.normalize("NFKC", text).lower()
-    if CJK_CHAR.search(text):
-        text = _to_simplified().convert(text)
-    text = _PUNCT.sub(" ", text)
+    """A phrase as a reader compares it: simplified script, width- and case-folded, no punctuation."""
+    text = _PUNCT.sub(" ", unicodedata.normalize("NFKC", phrases.fold(text)))
     text = re.sub(r"\s+", " ", text).strip()
     return re.sub(r"(?<=[\u3400-\u9fff]) (?=[\u3400-\u9fff])", "", text)
 
 
-def _contains(haystack: str, phrase: str) -> bool:
-    """Chinese phrases match as substrings, others on word boundaries."""
-    if CJK_CHAR.search(phrase):
-        return phrase in haystack
-    return re.search(rf"(?<!\w){re.escape(phrase)}(?!\w)", haystack) is not None
+def rule_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml"))
 
 
-def load_rules(folder: Path) -> list[Rule]:
-    """Every ``*.yaml`` rule file of a folder, validated whole before any is used."""
-    files = sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml"))
+def load_rule_set(folder: Path, policy: Policy | None = None) -> RuleSet:
+    """Every rule file of a folder, validated whole (each rule's examples run) before any is used, with the set's
+    identity. ``policy`` is the PII policy the examples of personal-data rules are masked with (the configured
+    one when not given)."""
+    files = rule_files(folder)
     if not files:
         raise RuleError(f"{folder}: no rule files (*.yaml)")
     rules: list[Rule] = []
+    digest = hashlib.sha256()
     for path in files:
-        rules.extend(_load_file(path))
+        data = path.read_bytes()
+        digest.update(f"{path.name}\x00{len(data)}\x00".encode() + data)
+        rules.extend(load_file(path))
     seen: dict[str, str] = {}
     for rule in rules:
         if rule.id in seen:
             raise RuleError(f"{rule.source}: rule id {rule.id!r} already defined at {seen[rule.id]}")
         seen[rule.id] = rule.source
-    return rules
+    failures = test_rules(rules, policy)
+    if failures:
+        raise RuleError(failures[0])
+    return RuleSet(tuple(rules), digest.hexdigest()[:12])
 
 
-def _load_file(path: Path) -> list[Rule]:
+def load_rules(folder: Path, policy: Policy | None = None) -> list[Rule]:
+    """The rules of ``load_rule_set``, for a caller that does not record the set's identity."""
+    return list(load_rule_set(folder, policy).rules)
+
+
+def example_transcript(example: Any, rule: Rule) -> Transcript:
+    """A rule's example as a call: see ``conditions.segments_of``."""
+    segments, analytics = conditions.segments_of(example, rule.speakers[0] if rule.speakers else "agent")
+    recording = Recording(recording_id="example", bucket="", key="example", etag="", size=0, call_id="example",
+                          call_date="1970-01-01")
+    return Transcript(recording=recording, duration=max((s.end for s in segments), default=0.0), segments=segments,
+                      language=None, model="", pipeline_version="", analytics=analytics)
+
+
+def test_rules(rules: list[Rule], policy: Policy | None = None) -> list[str]:
+    """Each rule's examples that do not fire it and counter-examples that do, one message each (file:line, rule,
+    the example); empty when every one holds."""
+    if policy is None and any(r.examples or r.counter_examples for r in rules):
+        from asr_tasks.config import get_settings
+        from asr_tasks.text.pii_policy import load_policy
+
+        policy = load_policy(get_settings().postprocess.path("pii_dir"))
+    out = []
+    for rule in rules:
+        for fires, examples in ((True, rule.examples), (False, rule.counter_examples)):
+            for example in examples:
+                transcript = example_transcript(example, rule)
+                if policy is not None:
+                    transcript = redact_transcript(transcript, policy)
+                if bool(evaluate(rule, transcript)) != fires:
+                    what = "example does not fire it" if fires else "counter-example fires it"
+                    out.append(f"{rule.source}: rule {rule.id!r}: {what}: {example!r}")
+    return out
+
+
+def load_file(path: Path) -> list[Rule]:
     text = path.read_text(encoding="utf-8")
     try:
         root = yaml.compose(text)
@@ -168,9 +238,67 @@ def _build_rule(path: Path, node: yaml.Node) -> Rule:
     lines = {k.value: f"{path}:{k.start_mark.line + 1}" for k, _ in node.value}
     data = yaml.safe_load(yaml.serialize(node))
     rule_id = str(data.get("id", ""))
-    kind = data.get("kind")
     if not rule_id:
         raise RuleError(f"{where}: rule without an 'id'")
+    try:
+        examples = _examples(data, "examples"), _examples(data, "counter_examples")
+        if "kind" not in data:
+            return _condition_rule(data, rule_id, where, lines, examples)
+        return _kind_rule(data, rule_id, where, lines, examples)
+    except RuleError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise RuleError(f"{where}: rule {rule_id!r}: {exc}") from exc
+
+
+def _examples(data: dict[str, Any], name: str) -> tuple[Any, ...]:
+    value = data.get(name) or []
+    if not isinstance(value, list):
+        raise ValueError(f"{name} must be a list")
+    return tuple(value)
+
+
+def _severity(data: dict[str, Any], rule_id: str, lines: dict[str, str]) -> str:
+    if data.get("severity") not in SEVERITIES:
+        raise RuleError(f"{lines.get('severity', lines['id'])}: rule {rule_id!r}: severity must be one of "
+                        f"{', '.join(SEVERITIES)}")
+    return str(data["severity"])
+
+
+def _condition_rule(data: dict[str, Any], rule_id: str, where: str, lines: dict[str, str],
+                    examples: tuple[tuple[Any, ...], tuple[Any, ...]]) -> Rule:
+    """A rule of conditions: ``when`` or ``require``, with a severity or a ``tag``."""
+    for name in data:
+        if name not in CONDITION_FIELDS:
+            raise RuleError(f"{lines[name]}: rule {rule_id!r}: unknown field {name!r} (a rule has when: or require:, "
+                            f"or a kind: of {', '.join(sorted(KINDS))})")
+    stated = [k for k in ("when", "require") if k in data]
+    if len(stated) != 1:
+        raise RuleError(f"{where}: rule {rule_id!r}: needs when: (where it fires) or require: (what must be said), "
+                        f"one of them, or a kind:")
+    tag = data.get("tag")
+    if tag is not None:
+        if "severity" in data:
+            raise RuleError(f"{lines['tag']}: rule {rule_id!r}: a tag rule categorises calls and has no severity")
+        if not isinstance(tag, str) or not _TAG.match(tag):
+            raise RuleError(f"{lines['tag']}: rule {rule_id!r}: tag must be lower-case letters, digits, - or _")
+    severity = "tag" if tag is not None else _severity(data, rule_id, lines)
+    speakers = conditions.speakers_of(data.get("speaker"))
+    try:
+        condition = conditions.parse(data[stated[0]], speakers)
+    except ValueError as exc:
+        raise RuleError(f"{lines[stated[0]]}: rule {rule_id!r}: {exc}") from exc
+    if stated[0] == "require":
+        condition = conditions.NotOf(condition)
+    return Rule(id=rule_id, kind=stated[0], severity=severity, description=str(data.get("description", "")),
+                source=where, speakers=speakers, condition=condition, tag=tag, examples=examples[0],
+                counter_examples=examples[1])
+
+
+def _kind_rule(data: dict[str, Any], rule_id: str, where: str, lines: dict[str, str],
+               examples: tuple[tuple[Any, ...], tuple[Any, ...]]) -> Rule:
+    """A rule of one of the older kinds, read into the conditions it states where it has them."""
+    kind = data.get("kind")
     if kind not in KINDS:
         raise RuleError(f"{lines.get('kind', where)}: rule {rule_id!r}: unknown kind {kind!r} "
                         f"(one of {', '.join(sorted(KINDS))})")
@@ -182,89 +310,74 @@ def _build_rule(path: Path, node: yaml.Node) -> Rule:
     for name in KINDS[kind] | {"severity"}:
         if name not in data:
             raise RuleError(f"{where}: rule {rule_id!r}: missing field {name!r}")
-    if data["severity"] not in SEVERITIES:
-        raise RuleError(f"{lines['severity']}: rule {rule_id!r}: severity must be one of {', '.join(SEVERITIES)}")
-    speakers = data.get("speaker") or ()
-    speakers = (speakers,) if isinstance(speakers, str) else tuple(str(s) for s in speakers)
-    phrases = data.get("phrases") or ()
-    if "phrases" in data and (not isinstance(phrases, list) or not all(isinstance(p, str) and p.strip() for p in phrases)):
+    severity = _severity(data, rule_id, lines)
+    speakers = conditions.speakers_of(data.get("speaker"))
+    if "phrases" in data and (not isinstance(data["phrases"], list) or not data["phrases"]
+                              or not all(isinstance(p, str) and p.strip() for p in data["phrases"])):
         raise RuleError(f"{lines['phrases']}: rule {rule_id!r}: 'phrases' must be a list of non-empty strings")
-    pattern = None
-    if "pattern" in data:
-        try:
-            pattern = re.compile(str(data["pattern"]))
-        except re.error as exc:
-            raise RuleError(f"{lines['pattern']}: rule {rule_id!r}: invalid regular expression: {exc}") from exc
+    condition: Condition | None = None
+    said = {"said": data.get("phrases"), **({"fuzzy": data["fuzzy"]} if "fuzzy" in data else {})}
     try:
-        return Rule(
-            id=rule_id, kind=kind, severity=data["severity"], description=str(data.get("description", "")),
-            source=where, speakers=speakers, phrases=tuple(normalise(p) for p in phrases),
-            within_seconds=float(data.get("within_seconds", 0.0)), pattern=pattern, luhn=bool(data.get("luhn", False)),
-            max_seconds=float(data.get("max_seconds", 0.0)),
-            min_share=None if data.get("min_share") is None else float(data["min_share"]),
-            max_share=None if data.get("max_share") is None else float(data["max_share"]),
-            pii_kinds=tuple(str(k) for k in data.get("pii_kinds") or ()),
-        )
-    except (TypeError, ValueError) as exc:
-        raise RuleError(f"{where}: rule {rule_id!r}: {exc}") from exc
-
-
-def _finding(rule: Rule, t: Transcript, speaker: str, start: float, end: float, matched: str) -> Finding:
-    rec = t.recording
-    digest = hashlib.sha256(f"{rule.id}\x00{rec.recording_id}\x00{speaker}\x00{start:.3f}\x00{matched}".encode())
-    return Finding(
-        finding_id=digest.hexdigest()[:24], rule_id=rule.id, severity=rule.severity,
-        description=rule.description, recording_id=rec.recording_id, key=rec.key, call_date=rec.call_date,
-        agent_id=rec.agent_id, speaker=speaker, start=round(start, 3), end=round(end, 3), matched_text=matched,
+        if kind == "forbidden_phrase":
+            condition = conditions.parse(said, speakers)
+        elif kind == "required_phrase":
+            condition = conditions.NotOf(conditions.parse(
+                {**said, "first_seconds": float(data["within_seconds"])}, speakers))
+        elif kind == "regex":
+            condition = conditions.parse({"pattern": data["pattern"], "luhn": bool(data.get("luhn", False))},
+                                         speakers)
+        elif kind == "personal_data":
+            condition = conditions.parse({"pii": [str(k) for k in data.get("pii_kinds") or ()]}, speakers)
+    except ValueError as exc:
+        field_line = lines.get("pattern" if kind == "regex" else "phrases", where)
+        raise RuleError(f"{field_line}: rule {rule_id!r}: {exc}") from exc
+    return Rule(
+        id=rule_id, kind=kind, severity=severity, description=str(data.get("description", "")), source=where,
+        speakers=speakers, condition=condition, within_seconds=float(data.get("within_seconds", 0.0)),
+        max_seconds=float(data.get("max_seconds", 0.0)),
+        min_share=None if data.get("min_share") is None else float(data["min_share"]),
+        max_share=None if data.get("max_share") is None else float(data["max_share"]),
+        examples=examples[0], counter_examples=examples[1],
     )
 
 
-def evaluate(rule: Rule, transcript: Transcript) -> list[Finding]:
-    """One rule over one call."""
+def _finding(rule: Rule, t: Transcript, hit: Hit) -> Finding:
+    rec = t.recording
+    digest = hashlib.sha256(f"{rule.id}\x00{rec.recording_id}\x00{hit.speaker}\x00{hit.start:.3f}\x00{hit.text}".encode())
+    return Finding(
+        finding_id=digest.hexdigest()[:24], rule_id=rule.id, severity=rule.severity,
+        description=rule.description, recording_id=rec.recording_id, key=rec.key, call_date=rec.call_date,
+        agent_id=rec.agent_id, speaker=hit.speaker, start=round(hit.start, 3), end=round(hit.end, 3),
+        matched_text=hit.text, confidence=hit.confidence,
+    )
+
+
+def hits_of(rule: Rule, transcript: Transcript) -> list[Hit]:
+    """Where one rule fires in one call."""
+    if rule.condition is not None:
+        return conditions.hits(rule.condition, Call(transcript))
     segments = [s for s in transcript.segments if s.text.strip()]
-    own = [s for s in segments if rule.applies_to(s.speaker) or s.speaker == "mixed"]
-    out: list[Finding] = []
-    if rule.kind == "forbidden_phrase":
-        for seg in own:
-            text = normalise(seg.text)
-            for phrase in rule.phrases:
-                if _contains(text, phrase):
-                    out.append(_finding(rule, transcript, seg.speaker, seg.start, seg.end, phrase))
-                    break
-    elif rule.kind == "required_phrase":
-        window = [s for s in own if s.start < rule.within_seconds]
-        said = any(_contains(normalise(s.text), p) for s in window for p in rule.phrases)
-        if segments and not said:
-            speaker = rule.speakers[0] if rule.speakers else "any"
-            out.append(_finding(rule, transcript, speaker, 0.0, rule.within_seconds, ""))
-    elif rule.kind == "regex":
-        assert rule.pattern is not None
-        for seg in own:
-            for match in rule.pattern.finditer(seg.text):
-                digits = re.sub(r"\D", "", match.group(0))
-                if rule.luhn and not luhn(digits):
-                    continue
-                out.append(_finding(rule, transcript, seg.speaker, seg.start, seg.end, match.group(0)))
-    elif rule.kind == "personal_data":
-        for found in transcript.pii:
-            if found["kind"] in rule.pii_kinds and (rule.applies_to(found["speaker"]) or found["speaker"] == "mixed"):
-                out.append(_finding(rule, transcript, found["speaker"], found["start"], found["end"], found["masked"]))
-    elif rule.kind == "silence":
-        for start, end in _silences(transcript, segments):
-            if end - start > rule.max_seconds:
-                out.append(_finding(rule, transcript, "any", start, end, f"{end - start:.1f} s"))
-    elif rule.kind == "talk_ratio":
-        talk = _talk(transcript, segments)
-        total = sum(talk.values())
-        mine = sum(seconds for speaker, seconds in talk.items() if rule.applies_to(speaker))
-        if total > 0 and any(speaker != "mixed" for speaker in talk):
-            share = mine / total
-            if (rule.max_share is not None and share > rule.max_share) or (
-                rule.min_share is not None and share < rule.min_share
-            ):
-                out.append(_finding(rule, transcript, ",".join(rule.speakers), 0.0, transcript.duration,
-                                    f"{share:.0%} of talk time"))
-    return out
+    if rule.kind == "silence":
+        return [Hit("any", start, end, f"{end - start:.1f} s") for start, end in _silences(transcript, segments)
+                if end - start > rule.max_seconds]
+    talk = _talk(transcript, segments)  # talk_ratio
+    total = sum(talk.values())
+    mine = sum(seconds for speaker, seconds in talk.items() if rule.applies_to(speaker))
+    if total > 0 and any(speaker != "mixed" for speaker in talk):
+        share = mine / total
+        if (rule.max_share is not None and share > rule.max_share) or (
+                rule.min_share is not None and share < rule.min_share):
+            return [Hit(",".join(rule.speakers), 0.0, transcript.duration, f"{share:.0%} of talk time")]
+    return []
+
+
+def evaluate(rule: Rule, transcript: Transcript) -> list[Finding]:
+    """One rule over one call: a finding per place it fires (for a tag rule: where it would tag the call); two
+    hits in one segment are one finding, the first."""
+    places: dict[tuple[str, float, float], Hit] = {}
+    for hit in hits_of(rule, transcript):
+        places.setdefault((hit.speaker, hit.start, hit.end), hit)
+    return [_finding(rule, transcript, hit) for hit in places.values()]
 
 
 def _silences(transcript: Transcript, segments: list[Segment]) -> list[tuple[float, float]]:
@@ -290,17 +403,26 @@ def _talk(transcript: Transcript, segments: list[Segment]) -> dict[str, float]:
     return talk
 
 
-def audit(transcripts: Iterable[Transcript], rules: list[Rule], call_date: str,
+def audit(transcripts: Iterable[Transcript], rules: list[Rule] | RuleSet, call_date: str,
           policy: Policy | None = None) -> AuditResult:
-    """Every rule over every call. With a PII policy, a transcript not yet masked by it is masked first: the
-    rules see what a card number was (``personal_data``), the findings only its mask."""
-    result = AuditResult(call_date=call_date, recordings=0)
+    """Every rule over every call: findings from the rules with a severity, tags from the tag rules. With a PII
+    policy, a transcript not yet masked by it is masked first: the rules see what a card number was
+    (``personal_data``), the findings only its mask."""
+    rule_set = rules.identity if isinstance(rules, RuleSet) else ""
+    rule_list = list(rules.rules if isinstance(rules, RuleSet) else rules)
+    result = AuditResult(call_date=call_date, recordings=0, rule_set=rule_set)
     for transcript in transcripts:
         if policy is not None:
             transcript = redact_transcript(transcript, policy)
         result.recordings += 1
-        for rule in rules:
-            result.findings.extend(evaluate(rule, transcript))
+        tags = set()
+        for rule in rule_list:
+            found = evaluate(rule, transcript)
+            if rule.tag is not None:
+                tags |= {rule.tag} if found else set()
+                continue
+            result.findings.extend(replace(f, rule_set=rule_set) for f in found)
+        if tags:
+            result.tags[transcript.recording.recording_id] = sorted(tags)
     result.findings.sort(key=lambda f: (f.key, f.start, f.rule_id))
     return result
-

@@ -1,8 +1,9 @@
-"""``asr audit``: a day's QA audit as the nightly DAG stored it, or run again with ``--rerun``.
+"""``asr audit``: a day's QA audit as the nightly DAG stored it, or run again; ``asr rules test``.
 
 Reading is the default: the report in the artefact bucket is what the QA team was
 sent, and running the rules again replaces the day's findings and reports, which
-only someone who means it should do.
+only someone who means it should do: ``--rerun`` for one day, ``--from``/``--to``
+to re-score a span of days with changed rules, with what each day gained and lost.
 """
 
 from __future__ import annotations
@@ -16,18 +17,21 @@ from asr_tasks.cli.console import print_json, table
 from asr_tasks.cli.options import Checked
 from asr_tasks.config import Settings, get_settings
 from asr_tasks.index.query import clock
-from asr_tasks.inputs import InputError, calendar_day
+from asr_tasks.inputs import InputError, calendar_day, day_range, days_between
 from asr_tasks.version import DayReports
 
 if TYPE_CHECKING:
     from asr_tasks.audit.redaction import RedactionReport
-    from asr_tasks.audit.rules import AuditResult, Finding
+    from asr_tasks.audit.reports import Rescored
+    from asr_tasks.audit.rules import AuditResult, Finding, RuleSet
     from asr_tasks.intake.stores import ObjectStore
 
 
 def found(f: Finding) -> str:
     """What a finding found, in words: a phrase required but never said has no text of its own."""
-    return f.matched_text or f"not said in the first {f.end:g} s"
+    if f.matched_text:
+        return f.matched_text if f.confidence >= 1 else f"{f.matched_text} ({f.confidence:.0%} alike)"
+    return f"not said in the first {f.end:g} s" if f.start == 0 else f"not said from {clock(f.start)} to {clock(f.end)}"
 
 
 def plural(n: int, word: str) -> str:
@@ -60,6 +64,8 @@ def print_audit(result: AuditResult, search_url: str) -> None:
     print(f"{result.call_date}: {summary['recordings']} calls audited, {summary['findings']} findings")
     for rule, n in summary["by_rule"].items():
         print(f"  {n:4d}  {rule}")
+    if summary["by_tag"]:
+        print("calls tagged: " + ", ".join(f"{tag} {n}" for tag, n in summary["by_tag"].items()))
     for line in redaction_lines(result.redaction):
         print(line)
     rows = [[f.severity, f.rule_id, f.key, f.speaker, f"{clock(f.start)}-{clock(f.end)}", found(f),
@@ -68,27 +74,68 @@ def print_audit(result: AuditResult, search_url: str) -> None:
         print(table(["SEVERITY", "RULE", "RECORDING", "SPEAKER", "TIME", "FOUND", "CALL PAGE"], rows))
 
 
+def rule_set(args: argparse.Namespace, settings: Settings) -> RuleSet:
+    """The rule set of ``--rules`` or the configured folder, refused whole (file, line, rule) when broken."""
+    from asr_tasks.audit.rules import RuleError, load_rule_set
+
+    try:
+        return load_rule_set(Path(args.rules) if args.rules else settings.audit.path("qa_rules_dir"))
+    except RuleError as exc:
+        raise InputError(str(exc)) from exc
+
+
 def rerun(args: argparse.Namespace, settings: Settings, store: ObjectStore) -> AuditResult:
     """The rules over the day's transcripts now: findings replaced in the index, the reports written again."""
     from asr_tasks.audit.reports import run_audit
-    from asr_tasks.audit.rules import RuleError, load_rules
     from asr_tasks.index.backends import open_index
 
-    try:
-        rules = load_rules(Path(args.rules) if args.rules else settings.audit.path("qa_rules_dir"))
-    except RuleError as exc:
-        raise InputError(str(exc)) from exc
-    return run_audit(args.date, rules, open_index(settings.index), store, settings)
+    return run_audit(args.date, rule_set(args, settings), open_index(settings.index), store, settings)
+
+
+def change_lines(day: Rescored) -> list[str]:
+    """A re-scored day in lines: the counts, then each finding added (+) or removed (-) and each tag changed."""
+    moved = f"rule set {day.before or '(none recorded)'} -> {day.after}"
+    lines = [f"{day.call_date}: {plural(len(day.added), 'finding')} added, {len(day.removed)} removed ({moved})"]
+    for sign, findings in (("+", day.added), ("-", day.removed)):
+        lines += [f"  {sign} {f.rule_id}  {f.key}  {f.speaker}  {clock(f.start)}  {found(f)}" for f in findings]
+    for sign, tags in (("+", day.tags_added), ("-", day.tags_removed)):
+        lines += [f"  {sign} tag {', '.join(names)}  {rid}" for rid, names in tags.items()]
+    return lines
+
+
+def rescore_days(args: argparse.Namespace, settings: Settings, store: ObjectStore) -> int:
+    """Each day of ``--from``..``--to`` audited again with the rule set, and what changed."""
+    from asr_tasks.audit.reports import rescore
+    from asr_tasks.index.backends import open_index
+
+    rules, index = rule_set(args, settings), open_index(settings.index)
+    days = [rescore(day, rules, index, store, settings) for day in days_between(args.date_from, args.date_to)]
+    if args.json:
+        print_json({"rule_set": rules.identity, "days": [d.to_dict() for d in days]})
+        return 0
+    for day in days:
+        print("\n".join(change_lines(day)))
+    added, removed = sum(len(d.added) for d in days), sum(len(d.removed) for d in days)
+    print(f"{plural(len(days), 'day')} re-scored with rule set {rules.identity}: {added} added, {removed} removed")
+    return 0
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from asr_tasks.audit.reports import stored_audit
     from asr_tasks.intake.stores import open_store
 
-    if args.rules and not args.rerun:
-        raise InputError("--rules: only with --rerun (a stored report keeps the rules it was made with)")
+    ranged = args.date_from is not None or args.date_to is not None
+    if ranged == (args.date is not None):
+        raise InputError("give --date (one day's audit) or --from and --to (re-score those days)")
+    if ranged and (args.date_from is None or args.date_to is None or args.rerun):
+        raise InputError("--from and --to re-score a span of days: both are needed, and --rerun is implied")
+    day_range(args.date_from, args.date_to, "--from", "--to")
+    if args.rules and not (args.rerun or ranged):
+        raise InputError("--rules: only with --rerun or --from/--to (a stored report keeps the rules it was made with)")
     settings = get_settings()
     store = open_store(settings.storage)
+    if ranged:
+        return rescore_days(args, settings, store)
     result = rerun(args, settings, store) if args.rerun else stored_audit(args.date, store, settings)
     if result is None:
         print(f"asr audit: no report is stored for {args.date}: the qa_audit_nightly DAG has not audited that day "
@@ -96,7 +143,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return 1
     if args.json:
         print_json({"summary": result.summary(), "findings": [f.to_dict() for f in result.findings],
-                    "redaction": result.redaction.to_dict() if result.redaction else None})
+                    "tags": result.tags, "redaction": result.redaction.to_dict() if result.redaction else None})
     else:
         print_audit(result, settings.web.search_url)
         report = f"{settings.storage.artefacts_bucket}/{DayReports(args.date).audit('html')}"
@@ -104,11 +151,42 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rules_test(args: argparse.Namespace) -> int:
+    """Every rule's examples and counter-examples, each failure on a line of its own."""
+    from asr_tasks.audit.rules import RuleError, load_file, rule_files, test_rules
+
+    folder = Path(args.rules) if args.rules else get_settings().audit.path("qa_rules_dir")
+    files = rule_files(folder)
+    if not files:
+        raise InputError(f"{folder}: no rule files (*.yaml)")
+    try:
+        rules = [rule for path in files for rule in load_file(path)]
+    except RuleError as exc:
+        raise InputError(str(exc)) from exc
+    failures = test_rules(rules)
+    for line in failures:
+        print(line, file=sys.stderr)
+    checked = sum(len(r.examples) + len(r.counter_examples) for r in rules)
+    untested = [r.id for r in rules if not r.examples or not r.counter_examples]
+    print(f"{plural(len(rules), 'rule')}, {plural(checked, 'example')} checked: {len(failures)} failed"
+          + (f"; without examples or counter-examples: {', '.join(untested)}" if untested else ""))
+    return 1 if failures else 0
+
+
 def add_commands(sub: Any) -> None:
-    p = sub.add_parser("audit", help="a day's QA audit as stored by the nightly DAG (--rerun: audit it again)")
-    p.add_argument("--date", required=True, action=Checked, check=calendar_day, help="YYYY-MM-DD")
+    p = sub.add_parser("audit", help="a day's QA audit as stored by the nightly DAG (--rerun: audit it again; "
+                                     "--from/--to: re-score days with the rules as they are now)")
+    p.add_argument("--date", action=Checked, check=calendar_day, help="YYYY-MM-DD")
+    p.add_argument("--from", dest="date_from", action=Checked, check=calendar_day,
+                   help="YYYY-MM-DD: re-score from this day (findings, tags and reports replaced)")
+    p.add_argument("--to", dest="date_to", action=Checked, check=calendar_day, help="YYYY-MM-DD: the last day")
     p.add_argument("--rerun", action="store_true",
                    help="run the rules again now: replaces the day's findings and stored reports")
-    p.add_argument("--rules", help="with --rerun: folder of rule files (default: qa_rules_dir)")
+    p.add_argument("--rules", help="with --rerun or --from/--to: folder of rule files (default: qa_rules_dir)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_audit)
+    rules = sub.add_parser("rules", help="the QA rule set: rules test runs every rule's examples")
+    rules_sub = rules.add_subparsers(dest="rules_command", required=True)
+    t = rules_sub.add_parser("test", help="check every rule's examples and counter-examples")
+    t.add_argument("--rules", help="folder of rule files (default: qa_rules_dir)")
+    t.set_defaults(func=cmd_rules_test)

@@ -214,7 +214,8 @@ def _format_highlight(text: str, tty: bool) -> str:
 def search_filters(args: argparse.Namespace) -> Filters:
     """The search's filters from its options, checked by the function that checks the API's parameters."""
     filters = Filters(args.date_from, args.date_to, args.agent, args.speaker, args.quality,
-                      args.min_non_talk_share, args.min_agent_interruptions, args.min_customer_interruptions)
+                      args.min_non_talk_share, args.min_agent_interruptions, args.min_customer_interruptions,
+                      tags=tuple(args.tag))
     return checked_filters(filters, speaker_names(get_settings().audio), option)
 
 
@@ -378,6 +379,8 @@ def add_search(sub: Any) -> None:
     p.add_argument("--min-agent-interruptions", type=int, metavar="N", help="only calls where the agent interrupted N+ times")
     p.add_argument("--min-customer-interruptions", type=int, metavar="N",
                    help="only calls where the customer interrupted N+ times")
+    p.add_argument("--tag", action="append", default=[], metavar="TAG",
+                   help="only calls the QA audit tagged TAG (complaint, ...); repeated: calls with every one")
     p.add_argument("--limit", type=int, default=DEFAULT_PAGE_SIZE, action=Checked, check=page_size,
                    help=f"hits per page (default {DEFAULT_PAGE_SIZE})")
     p.add_argument("--after", metavar="CURSOR", help="the next page, as printed after the previous one")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Iterable
 
 from asr_tasks.index.query import AgentDayCount, CallsPage, Filters, SearchPage
 from asr_tasks.models import Quarantine, Recording, SearchHit, Segment, Transcript
@@ -69,7 +69,13 @@ class TranscriptIndex(ABC):
         """For the calls the search matches: how many have a QA finding of each rule."""
 
     @abstractmethod
-    def recording(self, recording_id: str) -> dict[str, Any] | None: ...
+    def tag_counts(self, query: str, filters: Filters = Filters()) -> dict[str, int]:
+        """For the calls the search matches: how many carry each QA tag (the search's own calls only, so that a
+        facet names no call the search did not let through)."""
+
+    @abstractmethod
+    def recording(self, recording_id: str) -> dict[str, Any] | None:
+        """The recording's document, its QA ``tags`` a list (empty before an audit tagged it)."""
 
     @abstractmethod
     def recordings(self, call_date: str | None = None) -> list[dict[str, Any]]:
@@ -80,6 +86,18 @@ class TranscriptIndex(ABC):
 
     @abstractmethod
     def findings(self, call_date: str) -> list[dict[str, Any]]: ...
+
+    @abstractmethod
+    def replace_tags(self, call_date: str, tags: dict[str, list[str]]) -> None:
+        """The day's audit tags, by recording id: every recording of the day gets its own (sorted, each once) and
+        one left out gets none, replacing any earlier audit of that day as ``replace_findings`` does. Rewriting a
+        recording's version (``asr reindex``) keeps its tags; a new version of its object has none until the
+        next audit."""
+
+
+def tag_list(tags: Iterable[str]) -> list[str]:
+    """Tags as both backends store them: sorted, each once."""
+    return sorted(set(tags))
 
 
 RECORDING_FIELDS = ("recording_id", "bucket", "key", "etag", "size", "call_id", "call_date", "agent_id", "customer_id",

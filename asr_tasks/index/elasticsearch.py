@@ -42,7 +42,7 @@ from elasticsearch import ApiError, BadRequestError, Elasticsearch, NotFoundErro
 
 from asr_tasks import retry
 from asr_tasks.config import EsRefresh, IndexSettings
-from asr_tasks.index.base import TranscriptIndex, recording_fields, transcript_summary
+from asr_tasks.index.base import TranscriptIndex, recording_fields, tag_list, transcript_summary
 from asr_tasks.index.es_results import AGENT_DAY_SOURCES, CALL_SOURCES, HIGHLIGHT_FIELD, row, search_hit
 from asr_tasks.index.es_node import ENGLISH_STEMMERS, ElasticsearchIndexError, connect, load_template, missing_module
 from asr_tasks.index.query import (
@@ -62,7 +62,7 @@ from asr_tasks.models import Quarantine, Recording, Segment, Transcript
 
 log = logging.getLogger(__name__)
 KINDS = ("segments", "recordings", "findings")
-MAX_RULE_RECORDINGS = 10_000  # calls a finding-rule filter or facet handles at once
+MAX_RULE_RECORDINGS = 10_000  # calls a finding-rule or tag filter or facet handles at once
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 REFRESH_VALUES = get_args(EsRefresh)
 TEXT_FIELDS = ["text", "text.en"]
@@ -164,13 +164,14 @@ class ElasticsearchIndex(TranscriptIndex):
         return dict(response.body)
 
     def _scan_hits(self, kind: str, query: dict[str, Any], sort: list[Any],
-                   source: bool = True) -> Iterator[dict[str, Any]]:
-        """Every matching hit, in ``sort`` order, a page at a time via search_after."""
+                   source: bool | list[str] = True) -> Iterator[dict[str, Any]]:
+        """Every matching hit, in ``sort`` order, a page at a time via search_after; ``source``: its fields
+        (those named, or none)."""
         after: list[Any] | None = None
         while True:
             extra: dict[str, Any] = {"search_after": after} if after is not None else {}
-            if not source:
-                extra["source"] = False
+            if source is not True:
+                extra["source"] = source
             hits = self._search(kind, query=query, sort=sort, size=PAGE, track_total_hits=False, **extra)["hits"]["hits"]
             yield from hits
             if len(hits) < PAGE:
@@ -229,7 +230,7 @@ class ElasticsearchIndex(TranscriptIndex):
                 raise_on_error=False, refresh=self.refresh,
             ):
                 op, info = next(iter(item.items()))
-                if ok or (op == "delete" and info.get("status") == 404):
+                if ok or (op in ("delete", "update") and info.get("status") == 404):  # gone already (erased)
                     done += 1
                     continue
                 error = info.get("error")
@@ -243,20 +244,24 @@ class ElasticsearchIndex(TranscriptIndex):
         return done
 
     def _replace(self, rec: Recording, doc: dict[str, Any], segments: list[dict[str, Any]]) -> None:
-        """Write the recording's documents over whatever version of its key was there, then drop the excess."""
+        """Write the recording's documents over whatever version of its key was there, then drop the excess; the
+        QA tags of this very version stay (a reindex keeps them; another version has none until its audit)."""
         rid = key_id(rec.bucket, rec.key)
         seg_index = self._ensure_index("segments", rec.call_date)
         rec_index = self._ensure_index("recordings", rec.call_date)
 
-        def stored_segments() -> int:
-            """How many segments the key's current version has (a realtime get: no refresh needed)."""
+        def stored() -> dict[str, Any]:
+            """The key's current version: its id, segment count and tags (a realtime get: no refresh needed)."""
             try:
-                old = self.client.get(index=rec_index, id=rid, source_includes=["segments"])
+                old = self.client.get(index=rec_index, id=rid, source_includes=["segments", "recording_id", "tags"])
             except NotFoundError:
-                return 0
-            return int(old["_source"].get("segments") or 0)
+                return {}
+            return dict(old["_source"])
 
-        old_count = self._call(stored_segments)
+        old = self._call(stored)
+        old_count = int(old.get("segments") or 0)
+        if old.get("tags") and old.get("recording_id") == rec.recording_id:
+            doc = {**doc, "tags": old["tags"]}
         actions: list[dict[str, Any]] = [
             {"_op_type": "index", "_index": seg_index, "_id": f"{rid}-{seq:05d}", "_source": seg}
             for seq, seg in enumerate(segments)
@@ -346,21 +351,35 @@ class ElasticsearchIndex(TranscriptIndex):
         return [{f: doc.get(f) for f in fields}
                 for doc in map(row, self._scan("recordings", query, [{"key": "asc"}, {"recording_id": "asc"}]))]
 
+    @staticmethod
+    def _days(filters: Filters) -> list[dict[str, Any]]:
+        """The filters' range of days, for any kind of document (each has ``call_date``)."""
+        if not (filters.date_from or filters.date_to):
+            return []
+        bounds = {op: value for op, value in (("gte", filters.date_from), ("lte", filters.date_to)) if value}
+        return [{"range": {"call_date": {**bounds, "format": "yyyy-MM-dd"}}}]
+
+    def _calls_with(self, kind: str, query: dict[str, Any], sort: str, what: str) -> dict[str, Any]:
+        """A filter of segments on the calls whose ``kind`` documents ``query`` finds (``what`` they have, for
+        the refusal when there are more than MAX_RULE_RECORDINGS)."""
+        ids = sorted({hit["_source"]["recording_id"]
+                      for hit in self._scan_hits(kind, query, [{sort: "asc"}], source=["recording_id"])})
+        if len(ids) > MAX_RULE_RECORDINGS:
+            raise ValueError(f"{len(ids)} calls {what}; narrow the search by date first "
+                             f"(at most {MAX_RULE_RECORDINGS})")
+        return {"terms": {"recording_id": ids}}
+
     def _filters(self, filters: Filters) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        if filters.date_from or filters.date_to:
-            bounds = {op: value for op, value in (("gte", filters.date_from), ("lte", filters.date_to)) if value}
-            out.append({"range": {"call_date": {**bounds, "format": "yyyy-MM-dd"}}})
+        out = self._days(filters)
         for field, value in (("agent_id", filters.agent), ("speaker", filters.speaker), ("quality", filters.quality)):
             if value:
                 out.append({"term": {field: value}})
         if filters.rule:
-            ids = sorted({src["recording_id"] for src in self._scan("findings", {"term": {"rule_id": filters.rule}},
-                                                                    [{"finding_id": "asc"}])})
-            if len(ids) > MAX_RULE_RECORDINGS:
-                raise ValueError(f"{len(ids)} calls have a {filters.rule} finding; narrow the search by date first "
-                                 f"(at most {MAX_RULE_RECORDINGS})")
-            out.append({"terms": {"recording_id": ids}})
+            out.append(self._calls_with("findings", {"term": {"rule_id": filters.rule}}, "finding_id",
+                                        f"have a {filters.rule} finding"))
+        if filters.tags:  # tags live on the recording documents: the segments are filtered by their calls' ids
+            tagged = {"bool": {"filter": [*self._days(filters), *({"term": {"tags": tag}} for tag in filters.tags)]}}
+            out.append(self._calls_with("recordings", tagged, "recording_id", f"are tagged {', '.join(filters.tags)}"))
         for field, least in (("non_talk_share", filters.min_non_talk_share),
                              ("agent_interruptions", filters.min_agent_interruptions),
                              ("customer_interruptions", filters.min_customer_interruptions)):
@@ -445,14 +464,18 @@ class ElasticsearchIndex(TranscriptIndex):
                 return out
             composite = {**composite, "after": agg["after_key"]}
 
-    def rule_counts(self, query: str, filters: Filters = Filters()) -> dict[str, int]:
-        """The matching calls (at most MAX_RULE_RECORDINGS), then their findings counted per rule."""
+    def _matching_calls(self, query: str, filters: Filters) -> list[str]:
+        """The ids of the calls with a matching segment (at most MAX_RULE_RECORDINGS), for the facets per call."""
         es_query = self._query(query, filters)
         if es_query is None:
-            return {}
+            return []
         aggs = {"calls": {"terms": {"field": "recording_id", "size": MAX_RULE_RECORDINGS}}}
         result = self._search("segments", query=es_query, size=0, track_total_hits=False, aggs=aggs)
-        ids = [b["key"] for b in result.get("aggregations", {}).get("calls", {}).get("buckets", [])]
+        return [b["key"] for b in result.get("aggregations", {}).get("calls", {}).get("buckets", [])]
+
+    def rule_counts(self, query: str, filters: Filters = Filters()) -> dict[str, int]:
+        """The matching calls, then their findings counted per rule."""
+        ids = self._matching_calls(query, filters)
         if not ids:
             return {}
         aggs = {"rules": {"terms": {"field": "rule_id", "size": 1000},
@@ -461,6 +484,16 @@ class ElasticsearchIndex(TranscriptIndex):
                              aggs=aggs)
         return {b["key"]: b["calls"]["value"] for b in sorted(
             found.get("aggregations", {}).get("rules", {}).get("buckets", []), key=lambda b: b["key"])}
+
+    def tag_counts(self, query: str, filters: Filters = Filters()) -> dict[str, int]:
+        """The matching calls, then their recording documents (one per call) counted per tag."""
+        ids = self._matching_calls(query, filters)
+        if not ids:
+            return {}
+        found = self._search("recordings", query={"terms": {"recording_id": ids}}, size=0, track_total_hits=False,
+                             aggs={"tags": {"terms": {"field": "tags", "size": 1000}}})
+        return {b["key"]: b["doc_count"] for b in sorted(
+            found.get("aggregations", {}).get("tags", {}).get("buckets", []), key=lambda b: b["key"])}
 
     # QA audit
 
@@ -487,4 +520,18 @@ class ElasticsearchIndex(TranscriptIndex):
     def findings(self, call_date: str) -> list[dict[str, Any]]:
         return [src["finding"] for src in self._scan("findings", {"term": {"call_date": call_date}},
                                                      [{"seq": "asc"}, {"finding_id": "asc"}])]
+
+    def replace_tags(self, call_date: str, tags: dict[str, list[str]]) -> None:
+        """The day's audit tags on its recording documents (partial updates by id), replacing any earlier audit
+        of that day."""
+        self._ensure_index("recordings", call_date)  # an index made before tags existed gets the field first
+        # The refresh makes every recording of the day visible to the scan, whatever es_refresh wrote it with.
+        self._call(lambda: self.client.indices.refresh(index=self.alias("recordings"), ignore_unavailable=True,
+                                                       allow_no_indices=True))
+        day = self._scan_hits("recordings", {"term": {"call_date": call_date}}, [{"recording_id": "asc"}],
+                              source=["recording_id"])
+        actions = [{"_op_type": "update", "_index": hit["_index"], "_id": hit["_id"],
+                    "doc": {"tags": tag_list(tags.get(hit["_source"]["recording_id"], []))}} for hit in day]
+        if actions:
+            self._bulk(actions, f"tags of {call_date}")
 

@@ -29,7 +29,9 @@ def search_hit(hit: dict[str, Any], open_tag: str, close_tag: str) -> SearchHit:
 
 
 def row(src: dict[str, Any]) -> dict[str, Any]:
-    """A recording document in the shape of the SQLite index's rows (failures as one comma-separated string)."""
+    """A recording document in the shape of the SQLite index's rows (failures as one comma-separated string, tags
+    a list even where no audit tagged it)."""
     shaped = dict(src)
     shaped["quality_failures"] = ",".join(src.get("quality_failures") or []) or None
+    shaped["tags"] = src.get("tags") or []
     return shaped

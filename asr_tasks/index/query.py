@@ -254,10 +254,14 @@ class Filters:
     min_agent_interruptions: int | None = None
     min_customer_interruptions: int | None = None
     rule: str | None = None  # calls with a QA finding of this rule
+    tags: tuple[str, ...] = ()  # calls the QA audit tagged with every one of these
 
     def narrows(self) -> bool:
         """Whether any filter is set: a blank query with one finds every segment the filters let through."""
-        return any(value is not None and value != "" for value in vars(self).values())
+        return any(value not in (None, "", ()) for value in vars(self).values())
+
+
+MAX_TAG_FILTERS = 20  # tags one search may ask for: each is a clause of every backend's query
 
 
 @dataclass
@@ -302,6 +306,12 @@ def checked_filters(filters: Filters, speakers: Sequence[str], spelled: Callable
     for field, check in checks.items():
         if getattr(filters, field) is not None:
             check(getattr(filters, field), spelled(field))
+    if len(filters.tags) > MAX_TAG_FILTERS:
+        raise InputError(f"{spelled('tag')}: at most {MAX_TAG_FILTERS} tags at once")
+    for tag in filters.tags:  # typed one at a time: ``--tag``, ``tag=``
+        if not tag.strip():
+            raise InputError(f"{spelled('tag')}: empty (a tag is a word such as complaint)")
+        short_text(tag, spelled("tag"))
     day_range(filters.date_from, filters.date_to, spelled("date_from"), spelled("date_to"))
     return filters
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from asr_tasks.chars import CJK_RANGES
-from asr_tasks.index.base import TranscriptIndex, recording_fields, transcript_summary
+from asr_tasks.index.base import TranscriptIndex, recording_fields, tag_list, transcript_summary
 from asr_tasks.index.query import (
     HL_CLOSE,
     HL_OPEN,
@@ -37,6 +37,7 @@ from asr_tasks.index.query import parse as parse_query
 from asr_tasks.models import Quarantine, SearchHit, Segment, Transcript
 
 _CJK_CHAR = re.compile(f"([{CJK_RANGES}])")
+_RECORDINGS_COLUMN = re.compile(r"\br\.")  # a filter clause that reads the recordings table (alias r)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS recordings (
     recording_id TEXT PRIMARY KEY,
@@ -64,6 +65,7 @@ CREATE TABLE IF NOT EXISTS recordings (
     non_talk_share REAL,
     agent_interruptions INTEGER,
     customer_interruptions INTEGER,
+    tags TEXT,
     updated_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS recordings_key ON recordings(bucket, key);
@@ -96,7 +98,8 @@ CREATE VIRTUAL TABLE IF NOT EXISTS segments_fts USING fts5(
 """
 # Columns of recordings added after index files were first written, and their types.
 ADDED_COLUMNS = {"size": "INTEGER", "quality": "TEXT", "quality_failures": "TEXT", "analytics": "TEXT",
-                 "non_talk_share": "REAL", "agent_interruptions": "INTEGER", "customer_interruptions": "INTEGER"}
+                 "non_talk_share": "REAL", "agent_interruptions": "INTEGER", "customer_interruptions": "INTEGER",
+                 "tags": "TEXT"}
 
 
 def index_text(text: str) -> str:
@@ -105,10 +108,16 @@ def index_text(text: str) -> str:
 
 
 def _recording_row(row: sqlite3.Row) -> dict[str, Any]:
-    """A recording's row as the view gives it, its analytics decoded."""
+    """A recording's row as the view gives it, its analytics and tags decoded."""
     found = dict(row)
     found["analytics"] = json.loads(found["analytics"]) if found.get("analytics") else None
+    found["tags"] = json.loads(found["tags"]) if found.get("tags") else []
     return found
+
+
+def _stored_tags(tags: list[str]) -> str | None:
+    """A recording's tags as its ``tags`` column holds them: a JSON array, NULL for none."""
+    return json.dumps(tag_list(tags), ensure_ascii=False) if tags else None
 
 
 def match_expression(query: str) -> str | None:
@@ -172,7 +181,10 @@ class SqliteIndex(TranscriptIndex):
         return len(old)
 
     def _replace_recording_row(self, db: sqlite3.Connection, row: dict[str, Any]) -> None:
-        """Drop every earlier version of the same object (any ETag), then write this one."""
+        """Drop every earlier version of the same object (any ETag), then write this one, with the QA tags this
+        version had (a reindex keeps them; another version has none until its audit)."""
+        kept = db.execute("SELECT tags FROM recordings WHERE recording_id = ?", (row["recording_id"],)).fetchone()
+        row["tags"] = kept["tags"] if kept else None
         self._delete_versions(db, row["bucket"], row["key"], row["recording_id"])
         row["updated_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         cols = ", ".join(f'"{c}"' for c in row)
@@ -305,15 +317,23 @@ class SqliteIndex(TranscriptIndex):
         return [AgentDayCount(r["agent_id"], r["call_date"], r["segments"], r["recordings"]) for r in rows]
 
     def rule_counts(self, query: str, filters: Filters = Filters()) -> dict[str, int]:
+        return self._per_call(query, filters, "SELECT f.rule_id, count(DISTINCT f.recording_id) FROM findings f"
+                              " WHERE f.recording_id IN ({calls}) GROUP BY f.rule_id ORDER BY f.rule_id")
+
+    def tag_counts(self, query: str, filters: Filters = Filters()) -> dict[str, int]:
+        return self._per_call(query, filters, "SELECT t.value, count(*) FROM recordings c, json_each(c.tags) t"
+                              " WHERE c.recording_id IN ({calls}) GROUP BY t.value ORDER BY t.value")
+
+    def _per_call(self, query: str, filters: Filters, counting: str) -> dict[str, int]:
+        """A facet of the calls the search matches: ``counting`` selects (name, calls) rows from ``{calls}``, the
+        ids of those calls."""
         matched = self._matching(query, filters)
         if matched is None:
             return {}
         sql, params, _ = matched
         with closing(self._connect()) as db:
-            rows = db.execute("SELECT f.rule_id, count(DISTINCT f.recording_id) AS recordings FROM findings f"
-                              f" WHERE f.recording_id IN (SELECT s.recording_id {sql}) GROUP BY f.rule_id"
-                              " ORDER BY f.rule_id", params).fetchall()
-        return {r["rule_id"]: r["recordings"] for r in rows}
+            rows = db.execute(counting.format(calls=f"SELECT s.recording_id {sql}"), params).fetchall()
+        return {r[0]: r[1] for r in rows}
 
     def _matching(self, query: str, filters: Filters,
                   joins: bool = True) -> tuple[str, list[Any], str | None] | None:
@@ -335,7 +355,9 @@ class SqliteIndex(TranscriptIndex):
                               ("r.agent_interruptions >= ?", filters.min_agent_interruptions),
                               ("r.customer_interruptions >= ?", filters.min_customer_interruptions),
                               ("EXISTS (SELECT 1 FROM findings f WHERE f.recording_id = s.recording_id"
-                               " AND f.rule_id = ?)", filters.rule)):
+                               " AND f.rule_id = ?)", filters.rule),
+                              *(("EXISTS (SELECT 1 FROM json_each(r.tags) t WHERE t.value = ?)", tag)
+                                for tag in filters.tags)):
             if value is not None and value != "":
                 where.append(clause)
                 params.append(value)
@@ -345,7 +367,7 @@ class SqliteIndex(TranscriptIndex):
         tables = "FROM segments_fts"
         if joins or len(where) > 1:
             tables += " JOIN segments s ON s.rowid = segments_fts.rowid"
-        if joins or any(clause.startswith("r.") for clause in where):
+        if joins or any(_RECORDINGS_COLUMN.search(clause) for clause in where):
             tables += " JOIN recordings r ON r.recording_id = s.recording_id"
         return f"{tables} WHERE {' AND '.join(where)}", params, expression
 
@@ -398,6 +420,13 @@ class SqliteIndex(TranscriptIndex):
         with closing(self._connect()) as db:
             rows = db.execute("SELECT doc FROM findings WHERE call_date = ? ORDER BY rowid", (call_date,)).fetchall()
         return [json.loads(r["doc"]) for r in rows]
+
+    def replace_tags(self, call_date: str, tags: dict[str, list[str]]) -> None:
+        """The day's audit tags on its recordings' rows, replacing any earlier audit of that day."""
+        with self._write() as db:
+            ids = [r[0] for r in db.execute("SELECT recording_id FROM recordings WHERE call_date = ?", (call_date,))]
+            db.executemany("UPDATE recordings SET tags = ? WHERE recording_id = ?",
+                           [(_stored_tags(tags.get(rid, [])), rid) for rid in ids])
 
     def segment_count(self) -> int:
         with closing(self._connect()) as db:

@@ -24,6 +24,15 @@ from asr_tasks.text.pii_policy import Policy
 ACTIONS = ("search", "play", "export", "erase", "hold", "release", "read", "list")
 
 
+def _masked(value: Any, policy: Policy) -> Any:
+    """A filter's value as the policy masks it: text, and each text of a list (the tags asked for)."""
+    if isinstance(value, str):
+        return mask_text(value, policy)
+    if isinstance(value, (list, tuple)):
+        return [_masked(v, policy) for v in value]
+    return value
+
+
 @dataclass(frozen=True)
 class AccessEntry:
     """One access: who, when, what they did, to which recording or with which query, and what came of it."""
@@ -55,10 +64,10 @@ class AccessLog:
                filters: dict[str, Any] | None = None, hits: int | None = None, detail: str | None = None) -> None:
         if action not in ACTIONS:
             raise ValueError(f"unknown access action {action!r} (actions: {', '.join(ACTIONS)})")
-        kept = {k: v for k, v in (filters or {}).items() if v not in (None, "")}
+        kept = {k: v for k, v in (filters or {}).items() if v not in (None, "", ())}
         if self.policy is not None:  # what a person typed: the query and the filters (the detail is the app's own)
             query = mask_text(query, self.policy) if query else query
-            kept = {k: mask_text(v, self.policy) if isinstance(v, str) else v for k, v in kept.items()}
+            kept = {k: _masked(v, self.policy) for k, v in kept.items()}
         with self.engine.begin() as db:
             db.execute(insert(access_log).values(
                 at=datetime.now(timezone.utc), user=user, action=action, recording_id=recording_id, query=query,

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import select
 
 from asr_tasks.audit.reports import run_audit
-from asr_tasks.audit.rules import load_rules
+from asr_tasks.audit.rules import load_rule_set
 from asr_tasks.config import Settings
 from asr_tasks.gate.reports import drop_from_reports
 from asr_tasks.index.base import TranscriptIndex
@@ -156,7 +156,7 @@ class Eraser:
         artefacts = Artefacts.of(self.store, self.settings)
         drop_from_reports(recording_ids, day, artefacts, self.settings.quality)
         if artefacts.exists(DayReports(day).audit("json")):
-            run_audit(day, load_rules(self.settings.audit.path("qa_rules_dir")), self.index, self.store,
+            run_audit(day, load_rule_set(self.settings.audit.path("qa_rules_dir")), self.index, self.store,
                       self.settings)
 
 

@@ -159,15 +159,20 @@ def finding_words(f: dict[str, Any], rules: dict[str, Rule]) -> str:
     rule_id, said, speaker = str(f["rule_id"]), str(f.get("matched_text") or ""), str(f.get("speaker") or "")
     start, end = float(f["start"]), float(f["end"])
     rule = rules.get(rule_id)
-    kind = rule.kind if rule else ("required_phrase" if not said and start == 0 else "")
+    kind = rule.reads_as if rule else ("required_phrase" if not said and start == 0 else "")
     at = f"{rule_id} at {clock(start)}"
     if kind == "required_phrase":
         name = rule_id.replace("-", " ").replace("_", " ")
-        return f"no {name} in the first {end:g} s" + (f" from {_by(speaker)}" if _by(speaker) != "someone" else "")
+        window = f"in the first {end:g} s" if start == 0 else f"from {clock(start)} to {clock(end)}"
+        return f"no {name} {window}" + (f" from {_by(speaker)}" if _by(speaker) != "someone" else "")
     if kind in ("forbidden_phrase", "regex"):
-        return f"{at}: {_by(speaker)} said “{said}”"
+        confidence = float(f.get("confidence") or 1.0)
+        alike = f" (words {confidence:.0%} alike)" if confidence < 1 else ""
+        return f"{at}: {_by(speaker)} said “{said}”{alike}"
     if kind == "personal_data":
         return f"{at}: {_by(speaker)} read out {said}"
+    if kind == "metric":
+        return f"{rule_id}: {said}" + (f" ({_by(speaker)})" if _by(speaker) != "someone" else "")
     if kind == "silence":
         return f"{at}: nobody spoke for {end - start:.0f} s"
     if kind == "talk_ratio":
@@ -195,14 +200,15 @@ def flagger(findings: list[dict[str, Any]]) -> Callable[[Segment], str]:
 def call_view(rec: dict[str, Any], segments: list[Segment], findings: list[dict[str, Any]], terms: list[str],
               t: float, rules: dict[str, Rule]) -> dict[str, Any]:
     """What call.html is filled with: the turns with the search's ``terms`` marked, the findings in words of
-    their ``rules``, the analytics and the timeline, opened at second ``t``; the page's language is the call's
-    when it has one. A quarantined call has nothing to play or export, and the page says why instead."""
+    their ``rules``, the QA tags, the analytics and the timeline, opened at second ``t``; the page's language is
+    the call's when it has one. A quarantined call has nothing to play or export, and the page says why instead."""
     speakers = [name for _, name in sorted({(s.channel, s.speaker) for s in segments})]
     analytics = rec.get("analytics") or {}
     languages = {s.language for s in segments if s.language} or {rec.get("language") or "en"}
     findings = [{**f, "words": finding_words(f, rules)} for f in findings]
     return {
         "rec": rec, "turns": turns(segments), "findings": findings, "analytics": analytics,
+        "tags": rec.get("tags") or [],
         "quarantined": rec.get("state") == RecordingState.QUARANTINED,
         "timeline": timeline_svg(float(rec.get("duration") or 0.0), analytics, findings, speakers),
         "channels": len(analytics.get("speech") or {}) or len(speakers),

@@ -39,7 +39,7 @@ HEADER = (Link("search", "./", "Search", "read"), Link("findings", "reports/qa",
           Link("progress", "progress", "Progress", "read"),
           Link("access-log", "access-log", "Access log", "access_log"))
 # The search form's fields: what a link back to a search carries, and nothing else.
-SEARCH_FIELDS = ("q", "date_from", "date_to", "agent", "speaker", "quality", "rule", "non_talk_percent",
+SEARCH_FIELDS = ("q", "date_from", "date_to", "agent", "speaker", "quality", "rule", "tag", "non_talk_percent",
                  "agent_interruptions", "after")
 
 

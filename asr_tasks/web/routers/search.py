@@ -1,6 +1,6 @@
 """The search page and its JSON API: hits with their highlights, facets and counts, the calls a search by
-filters alone lists (a finding rule, an agent, a day: no words), and the recording an audit link points at.
-Every search and every recording opened goes to the access log (``door.py``)."""
+filters alone lists (a finding rule, a tag, an agent, a day: no words), and the recording an audit link points
+at. Every search and every recording opened goes to the access log (``door.py``)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,14 @@ PAGE_SIZE = 20
 MAX_CURSOR_CHARS = 512  # a page cursor is a few sort values; anything longer is not one
 router = APIRouter()
 
+# The page's form as its fields came: text for each, and the list of tags asked for under "tag" (repeated in URLs).
+Form = dict[str, Any]
+
+
+def form_query(form: Form, **change: Any) -> str:
+    """The form (changed as asked) as the query string of a link to the page, each tag a ``tag=`` of its own."""
+    return urlencode({**form, **change}, doseq=True)
+
 
 def escaped_highlight(highlight: str, open_tag: str, close_tag: str) -> str:
     """Escaped text with the index's highlight markers as tags: the transcript can never inject markup."""
@@ -65,12 +73,13 @@ def speakers(settings: Settings) -> list[str]:
     return speaker_names(settings.audio)
 
 
-def facets(form: dict[str, str], counts: Sequence[Any], rules: dict[str, int],
+def facets(form: Form, counts: Sequence[Any], rules: dict[str, int], tags: dict[str, int],
            unit: str = "hits") -> list[tuple[str, list[tuple[str, int, str]]]]:
     """Per agent and per day (``unit``: the search's matching segments, "hits", or its "calls"), and calls per
-    finding rule, each titled with what it counts and each entry with the query string that narrows to it."""
-    def narrowed(**change: str) -> str:
-        return urlencode({**form, **change})
+    finding rule and per tag, each titled with what it counts and each entry with the query string that narrows
+    to it (a tag is added to those the search already asks for)."""
+    def narrowed(**change: Any) -> str:
+        return form_query(form, **change)
 
     agents: dict[str, int] = {}
     days: dict[str, int] = {}
@@ -82,7 +91,15 @@ def facets(form: dict[str, str], counts: Sequence[Any], rules: dict[str, int],
         (f"{unit} per agent", [(a, n, narrowed(agent=a)) for a, n in sorted(agents.items(), key=lambda x: -x[1]) if a]),
         (f"{unit} per day", [(d, n, narrowed(date_from=d, date_to=d)) for d, n in sorted(days.items()) if d]),
         ("calls per finding", [(r, n, narrowed(rule=r)) for r, n in sorted(rules.items(), key=lambda x: -x[1])]),
+        ("calls per tag", [(t, n, narrowed(tag=sorted({*form["tag"], t})))
+                           for t, n in sorted(tags.items(), key=lambda x: -x[1])]),
     ]
+
+
+def export_query(q: str, filters: Filters) -> str:
+    """The search as the export API's query string: its filters by their names there, each tag a ``tag=``."""
+    named = {k: v for k, v in asdict(filters).items() if v is not None and k != "tags"}
+    return urlencode({"q": q, **named, "tag": list(filters.tags)}, doseq=True)
 
 
 def answered(ask: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], int]:
@@ -95,16 +112,17 @@ def answered(ask: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], int]:
         return {"error": str(exc)}, 503
 
 
-def hits_view(q: str, filters: Filters, form: dict[str, str], after: str, door: Door) -> tuple[dict[str, Any], int]:
+def hits_view(q: str, filters: Filters, form: Form, after: str, door: Door) -> tuple[dict[str, Any], int]:
     """One page of hits, with counts and facets on the first page, logged; or why not (400, 503)."""
     def ask() -> dict[str, Any]:
         result = door.index().search_page(q, filters, size=PAGE_SIZE, after=after or None, open_tag=HL_OPEN,
                                           close_tag=HL_CLOSE)
         counts = [] if after else door.index().counts(q, filters)
         rules = {} if after else door.index().rule_counts(q, filters)
+        tags = {} if after else door.index().tag_counts(q, filters)
         return {"hits": result.hits, "counts": counts, "next_after": result.next_after,
-                "next_query": urlencode({**form, "after": result.next_after or ""}),
-                "facets": facets(form, counts, rules)}
+                "next_query": form_query(form, after=result.next_after or ""),
+                "facets": facets(form, counts, rules, tags)}
 
     view, status = answered(ask)
     if status == 200:
@@ -124,18 +142,19 @@ def call_findings(calls: list[dict[str, Any]], rule: str | None, door: Door) -> 
     return {rid: sorted(fs, key=lambda f: float(f["start"])) for rid, fs in found.items()}
 
 
-def calls_view(filters: Filters, form: dict[str, str], after: str, door: Door) -> tuple[dict[str, Any], int]:
-    """A search by filters alone: one page of the calls they let through, each with its findings, and calls per
-    agent, day and finding on the first page, logged; or why not (400, 503)."""
+def calls_view(filters: Filters, form: Form, after: str, door: Door) -> tuple[dict[str, Any], int]:
+    """A search by filters alone: one page of the calls they let through, each with its findings and tags, and
+    calls per agent, day, finding and tag on the first page, logged; or why not (400, 503)."""
     def ask() -> dict[str, Any]:
         page = door.index().calls("", filters, size=PAGE_SIZE, after=after or None)
         counts = [] if after else door.index().counts("", filters)
         rules = {} if after else door.index().rule_counts("", filters)
+        tags = {} if after else door.index().tag_counts("", filters)
         found = call_findings(page.calls, filters.rule, door)
         return {"calls": [{**c, "findings": found.get(c["recording_id"], [])} for c in page.calls],
                 "counts": counts, "next_after": page.next_after,
-                "next_query": urlencode({**form, "after": page.next_after or ""}),
-                "facets": facets(form, counts, rules, "calls")}
+                "next_query": form_query(form, after=page.next_after or ""),
+                "facets": facets(form, counts, rules, tags, "calls")}
 
     view, status = answered(ask)
     if status == 200:
@@ -144,25 +163,26 @@ def calls_view(filters: Filters, form: dict[str, str], after: str, door: Door) -
     return view, status
 
 
-def asked(form: dict[str, str]) -> str:
+def asked(form: Form) -> str:
     """What a search asked for, in words: its query and every filter it set."""
     names = {"rule": "finding", "agent": "agent", "speaker": "speaker", "quality": "quality", "date_from": "from",
              "date_to": "to", "non_talk_percent": "non-talk ≥ %", "agent_interruptions": "agent interrupts ≥"}
     said = [f"“{form['q'].strip()}”"] if form["q"].strip() else []
-    return ", ".join(said + [f"{label} {form[name]}" for name, label in names.items() if form.get(name)])
+    return ", ".join(said + [f"{label} {form[name]}" for name, label in names.items() if form.get(name)]
+                     + [f"tag {tag}" for tag in form["tag"]])
 
 
-def tries(form: dict[str, str]) -> list[str]:
+def tries(form: Form) -> list[str]:
     """What to try when a search finds nothing: each way it could be widened."""
     out = []
     if form["q"].strip():
         out.append("fewer words, or | between them (refund | return)")
     if form.get("date_from") or form.get("date_to"):
         out.append("a wider range of days")
-    if any(form.get(name) for name in ("rule", "agent", "speaker", "quality", "non_talk_percent",
+    if any(form.get(name) for name in ("rule", "tag", "agent", "speaker", "quality", "non_talk_percent",
                                        "agent_interruptions")):
         out.append("one filter fewer")
-    return out or ["words, or a filter alone: a finding, an agent or a day"]
+    return out or ["words, or a filter alone: a finding, a tag, an agent or a day"]
 
 
 def focus_view(recording_id: str, t: float, door: Door) -> tuple[dict[str, Any], int]:
@@ -187,6 +207,7 @@ def page(
     speaker: Filter = "",
     quality: Filter = "",
     rule: Filter = "",
+    tag: list[str] = Query([]),  # repeated: calls with every one (the form's empty field adds none)
     non_talk_percent: str = Query("", pattern=r"^(\d{1,3}(\.\d+)?)?$"),  # a form sends an empty field as ""
     agent_interruptions: str = Query("", pattern=r"^\d{0,6}$"),
     after: str = Query("", max_length=MAX_CURSOR_CHARS),
@@ -194,12 +215,13 @@ def page(
     t: Second = 0.0,
 ) -> HTMLResponse:
     """The page: form, hits (or the recording an audit link points at), facets and the player."""
+    tags = sorted({t.strip() for t in tag if t.strip()})
     filters = Filters(date_from or None, date_to or None, agent or None, speaker or None, quality or None,
                       float(non_talk_percent) / 100 if non_talk_percent else None,
-                      int(agent_interruptions) if agent_interruptions else None, None, rule or None)
-    form = {"q": q, "date_from": date_from, "date_to": date_to, "agent": agent, "speaker": speaker,
-            "quality": quality, "rule": rule, "non_talk_percent": non_talk_percent,
-            "agent_interruptions": agent_interruptions}
+                      int(agent_interruptions) if agent_interruptions else None, None, rule or None, tuple(tags))
+    form: Form = {"q": q, "date_from": date_from, "date_to": date_to, "agent": agent, "speaker": speaker,
+                  "quality": quality, "rule": rule, "non_talk_percent": non_talk_percent,
+                  "agent_interruptions": agent_interruptions, "tag": tags}
     view: dict[str, Any] = {"hits": None, "calls": None, "counts": [], "next_after": None, "focus": None,
                             "error": "", "facets": []}
     status = 200
@@ -215,12 +237,13 @@ def page(
     elif recording_id:
         found, status = focus_view(recording_id, t, door)
         view.update(found)
-    back = urlencode({**form, "after": after})
+    back = form_query(form, after=after)
     return render_page(request, "search.html", status, here="search", form=form, speakers=speakers(settings),
-                       rules=sorted({*audit_rules(settings), *([rule] if rule else [])}), query=q, t=t,
+                       rules=sorted({*(rid for rid, r in audit_rules(settings).items() if r.tag is None),
+                                     *([rule] if rule else [])}), query=q, t=t,
                        page_size=PAGE_SIZE, clock=clock, marked=highlighted, asked=asked(form), tries=tries(form),
                        call_query=lambda t: urlencode({"q": q, "t": f"{t:.1f}", "back": back}),
-                       export_query=urlencode({"q": q, **{k: v for k, v in asdict(filters).items() if v is not None}}),
+                       export_query=export_query(q, filters),
                        **view)
 
 
