@@ -39,9 +39,10 @@ def qa_audit_nightly() -> None:
     @task
     def audit_days(triggering_asset_events: Any = None, ds: str | None = None) -> list[dict[str, Any]]:
         """Evaluate every rule over each triggering day's transcripts; store findings, tags and reports; hand
-        Airflow the totals only (counts per rule, severity and tag, and the rule set's identity; no agent)."""
+        Airflow the totals only (counts per rule, severity and tag, the rule set's identity and how many findings
+        it added and removed against the day's previous audit: a backfill after a rule change says what moved)."""
         from asr_tasks.audit.rules import load_rule_set
-        from asr_tasks.audit.reports import run_audit
+        from asr_tasks.audit.reports import rescore
         from asr_tasks.index.backends import open_index
 
         events = triggering_asset_events[TRANSCRIPTS] if triggering_asset_events else []
@@ -50,7 +51,7 @@ def qa_audit_nightly() -> None:
             days = [ds]
         rules = load_rule_set(settings.audit.path("qa_rules_dir"))
         index, store = open_index(settings.index), task_store(settings.storage)
-        return [run_audit(day, rules, index, store, settings).totals() for day in days]
+        return [rescore(day, rules, index, store, settings).totals() for day in days]
 
     audit_days()
 

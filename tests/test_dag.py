@@ -347,6 +347,12 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
         ("call_0005_jfk.flac", "recording-disclosure"),
         ("call_0009_zh.flac", "recording-disclosure"),
     }
+    with sqlite3.connect(tmp_path / "airflow" / "airflow.db") as conn:
+        (totals,) = [json.loads(value) for (value,) in conn.execute(
+            "SELECT value FROM xcom WHERE dag_id = 'qa_audit_nightly' AND task_id = 'audit_days'")]
+    (day_totals,) = totals if isinstance(totals, list) else json.loads(totals)
+    assert day_totals["findings"] == day_totals["added"] == len(report["findings"]) and day_totals["removed"] == 0
+    assert day_totals["by_tag"] == {"cancellation": 1} and day_totals["rule_set"] == report["summary"]["rule_set"]
     card = next(f for f in report["findings"] if f["rule_id"] == "card-number-read-out")
     assert card["speaker"] == "agent" and 15.0 < card["start"] < card["end"] <= 33.0  # said from ~17 s to ~31 s
     assert card["matched_text"].startswith("[CARD ****")  # found before masking, stored masked

@@ -136,10 +136,17 @@ class Rescored:
     call_date: str
     before: str  # the rule set of the stored audit ("" for none, or one stored before sets had an identity)
     after: str
+    result: AuditResult
     added: list[Finding]
     removed: list[Finding]
     tags_added: dict[str, list[str]]
     tags_removed: dict[str, list[str]]
+
+    def totals(self) -> dict[str, Any]:
+        """The audit's totals and how many findings and tags changed: counts only, what the DAG hands Airflow."""
+        return {**self.result.totals(), "rule_set_before": self.before, "added": len(self.added),
+                "removed": len(self.removed), "tags_added": sum(map(len, self.tags_added.values())),
+                "tags_removed": sum(map(len, self.tags_removed.values()))}
 
     def to_dict(self) -> dict[str, Any]:
         return {"date": self.call_date, "rule_set_before": self.before, "rule_set": self.after,
@@ -161,6 +168,6 @@ def rescore(call_date: str, rules: RuleSet, index: TranscriptIndex, store: Objec
     old = {f.finding_id: f for f in before.findings} if before else {}
     new = {f.finding_id: f for f in after.findings}
     old_tags = before.tags if before else {}
-    return Rescored(call_date, before.rule_set if before else "", after.rule_set,
+    return Rescored(call_date, before.rule_set if before else "", after.rule_set, after,
                     [f for i, f in new.items() if i not in old], [f for i, f in old.items() if i not in new],
                     _tag_changes(after.tags, old_tags), _tag_changes(old_tags, after.tags))
