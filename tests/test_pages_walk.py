@@ -386,7 +386,8 @@ def test_browser_walks_the_auditors_way(served: tuple[str, list[dict[str, str]]]
         browser.click(".finding-link")
         state = browser.wait_for("(() => { const p = document.getElementById('player'); return seeks.length > 1 &&"
                                  " !p.paused && p.currentTime > 5.6 && {seeked: seeks[1], now: p.currentTime}; })()")
-        assert state["seeked"] == pytest.approx(5.5, abs=0.01) and state["now"] < 8.0
+        # 'seeked' is handled once the seek is done, and a busy machine may already have played a little further
+        assert state["seeked"] == pytest.approx(5.5, abs=0.05) and state["now"] < 8.0
         browser.js("document.getElementById('player').pause()")
         plays = [e.detail or "" for e in AccessLog(open_ledger(settings.ledger)).entries()
                  if (e.action, e.recording_id) == ("play", call.recording_id)]

@@ -494,7 +494,8 @@ def test_browser_search_click_and_play_from_the_hit(
         player = browser.wait_for("(() => { const p = document.getElementById('player');"
                                   " return !p.paused && p.currentTime > 8.0 && {current: p.currentTime,"
                                   " seeked: seeks[0], src: p.currentSrc, duration: p.duration}; })()")
-        assert player["seeked"] == pytest.approx(7.9, abs=0.01)  # the player jumped exactly to the hit's start
+        # the player jumped to the hit's start ('seeked' is handled once it is done: a busy machine may have played on)
+        assert player["seeked"] == pytest.approx(7.9, abs=0.05)
         assert 8.0 < player["current"] < 10.6  # and plays on from there
         assert player["duration"] == pytest.approx(11.0, abs=0.1)
         assert player["src"] == f"{url}audio/{jfk_rec.recording_id}?t=7.9"
