@@ -51,7 +51,8 @@ def qa_audit_nightly() -> None:
             days = [ds]
         rules = load_rule_set(settings.audit.path("qa_rules_dir"))
         index, store = open_index(settings.index), task_store(settings.storage)
-        return [rescore(day, rules, index, store, settings).totals() for day in days]
+        done = [rescore(day, rules, index, store, settings) for day in days]
+        return [d.totals() for d in done if d is not None]
 
     audit_days()
 

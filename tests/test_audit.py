@@ -74,7 +74,7 @@ def test_planted_violations_are_found_exactly() -> None:
     result = audit(CALLS, load_rules(RULES), DAY, POLICY)
     assert found(result.findings) == PLANTED
     promise = next(f for f in result.findings if f.rule_id == "promise-of-return")
-    assert (promise.end, promise.matched_text, promise.severity) == (13.5, "保证收益", "high")
+    assert (promise.end, promise.matched_text, promise.severity) == (13.5, "保證收益", "high")  # as written
     assert result.summary()["by_severity"] == {"high": 3, "low": 2, "medium": 1}
 
 

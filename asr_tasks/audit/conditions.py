@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from asr_tasks.audit import phrases
-from asr_tasks.audit.phrases import Match, Phrase, Token, find, written
+from asr_tasks.audit.phrases import Match, Phrase, Token, find, tokens, written
 from asr_tasks.models import Segment, Transcript
-from asr_tasks.text.pii_policy import luhn
+from asr_tasks.text.pii_policy import Spoken, luhn
+from asr_tasks.text.turns import is_backchannel
 
 DEFAULT_FUZZY = 0.85  # ``fuzzy: true``: how alike a window of words must be to a phrase
 CALL_METRICS = ("duration", "talk_seconds", "non_talk_seconds", "non_talk_share", "longest_silence_seconds",
@@ -28,10 +28,15 @@ SPEAKER_METRICS = ("talk_seconds", "talk_share", "words", "words_per_minute", "t
 @dataclass(frozen=True)
 class Hit:
     speaker: str
-    start: float
+    start: float  # the seconds shown and played: the segments it lies in
     end: float
     text: str  # what was said there ("" where the condition is an absence or a measure)
     confidence: float = 1.0
+    at: float = -1.0  # when it was said, as near as the call knows (-1: its start), to order hits in one segment
+
+    @property
+    def when(self) -> float:
+        return self.start if self.at < 0 else self.at
 
 
 @dataclass
@@ -40,22 +45,44 @@ class Turn:
     tokens: list[Token] = field(default_factory=list)
 
 
+_ENDS_SENTENCE = re.compile(r"([;:!?；：！？。…]|(?<!\d)\.)\s*$")
+_ENDS_CLAUSE = re.compile(r"[,，、]\s*$")
+
+
 class Call:
     """A transcript as conditions read it: each speaker's turns as tokens (a turn runs until the other speaker
-    talks), its segments for the seconds, its analytics."""
+    says more than a back-channel), its segments for the seconds, its analytics. A segment that ends without
+    punctuation runs on into the speaker's next one (the recogniser cut a sentence at a pause)."""
 
-    def __init__(self, transcript: Transcript) -> None:
+    def __init__(self, transcript: Transcript, spoken: Spoken | None = None) -> None:
         self.transcript = transcript
         self.segments = sorted((s for s in transcript.segments if s.text.strip()), key=lambda s: (s.start, s.channel))
         self.duration = max([transcript.duration, *(s.end for s in self.segments)])
         self.turns: list[Turn] = []
-        clause = 0
+        self.times: dict[tuple[int, int], tuple[float, float]] = {}  # (turn, token): when it was said
+        open_turn: dict[str, int] = {}
+        numbers: dict[str, tuple[int, int]] = {}  # speaker: the clause and sentence their next words continue
         for n, seg in enumerate(self.segments):
-            if not self.turns or self.turns[-1].speaker != seg.speaker:
+            at = open_turn.get(seg.speaker)
+            if at is None:
+                at = open_turn[seg.speaker] = len(self.turns)
                 self.turns.append(Turn(seg.speaker))
-            toks = phrases.tokens(seg.text, n, clause)
-            clause = (toks[-1].clause if toks else clause) + 1  # a segment's end ends its clause
-            self.turns[-1].tokens += toks
+                numbers[seg.speaker] = (n * 1000, n * 1000)
+            if spoken is None or not is_backchannel(seg, spoken):
+                for other in [who for who in open_turn if who != seg.speaker]:
+                    del open_turn[other]
+            clause, sentence = numbers[seg.speaker]
+            toks = tokens(seg.text, n, clause, sentence)
+            if toks:
+                text = seg.text.rstrip()
+                ended = _ENDS_SENTENCE.search(text) is not None
+                numbers[seg.speaker] = (toks[-1].clause + (ended or _ENDS_CLAUSE.search(text) is not None),
+                                        toks[-1].sentence + ended)
+            turn = self.turns[at]
+            step = (seg.end - seg.start) / max(len(toks), 1)
+            for k, _ in enumerate(toks):  # spread evenly over the segment: a token's seconds, roughly
+                self.times[(at, len(turn.tokens) + k)] = (seg.start + k * step, seg.start + (k + 1) * step)
+            turn.tokens += toks
 
     def span(self, turn: Turn, first: int, last: int) -> tuple[float, float]:
         a, b = self.segments[turn.tokens[first].segment], self.segments[turn.tokens[last].segment]
@@ -67,19 +94,30 @@ def _applies(speakers: tuple[str, ...], speaker: str) -> bool:
     return not speakers or speaker in speakers or speaker == "mixed"
 
 
+def _apart(a: Match, b: Match, toks: list[Token]) -> float:
+    """Words between two matches (a Chinese character counts half a word); infinite across a sentence's end."""
+    lo, hi = (a, b) if a.first <= b.first else (b, a)
+    if toks[lo.last].sentence != toks[hi.first].sentence:
+        return float("inf")
+    return sum(0.5 if t.cjk else 1.0 for t in toks[lo.last + 1:hi.first])
+
+
 @dataclass(frozen=True)
 class Said:
     phrases: tuple[Phrase, ...]
     speakers: tuple[str, ...] = ()
     fuzzy: float | None = None
     negated: str = "no"  # phrases.NEGATED
+    asked: str = "any"  # "no": statements only; "yes": questions only
     near: Said | None = None
-    within: int = 8  # tokens between this phrase and its ``near`` one
+    within: int = 8  # words between this phrase and its ``near`` one, in one sentence
     first_seconds: float | None = None
     last_seconds: float | None = None
     position: tuple[float, float] | None = None  # share of the call where it starts, e.g. (0.0, 0.25)
     preceded_by: Condition | None = None
     not_preceded_by: Condition | None = None
+    followed_by: Condition | None = None
+    not_followed_by: Condition | None = None
 
     def window(self, call: Call) -> tuple[float, float]:
         if self.first_seconds is not None:
@@ -91,34 +129,50 @@ class Said:
         return 0.0, call.duration
 
     def matches(self, toks: list[Token]) -> list[Match]:
-        out = [m for p in self.phrases for m in find(toks, p, self.fuzzy)
-               if self.negated == "any" or m.negated == (self.negated == "yes")]
+        """Where its phrases are said: of alternatives said at one place the longest (保本保息, not 保本), then
+        only those negated (or not) and asked (or not) as the condition says."""
+        found = [m for p in self.phrases for m in find(toks, p, self.fuzzy)]
         kept: list[Match] = []
-        for m in sorted(out, key=lambda m: (m.first, -m.confidence)):  # alternatives said at one place: one match
+        for m in sorted(found, key=lambda m: (m.first, -(m.last - m.first), -m.confidence)):
             if not kept or m.first > kept[-1].last:
                 kept.append(m)
-        return kept
+        return [m for m in kept if (self.negated == "any" or m.negated == (self.negated == "yes"))
+                and (self.asked == "any" or m.question == (self.asked == "yes"))]
+
+    def _in_window(self, said: tuple[float, float], lo: float, hi: float) -> bool:
+        """A phrase is within the first seconds when it was finished by then, within the last when it began in
+        them, and in a share of the call when it began there."""
+        if self.first_seconds is not None:
+            return said[1] <= hi + 1e-9
+        return lo <= said[0] < hi or lo == hi == said[0]
 
     def hits(self, call: Call) -> list[Hit]:
         lo, hi = self.window(call)
-        before = hits(self.preceded_by, call) if self.preceded_by else []
-        not_before = hits(self.not_preceded_by, call) if self.not_preceded_by else []
+        order = {name: hits(c, call) for name, c in (("preceded_by", self.preceded_by),
+                 ("not_preceded_by", self.not_preceded_by), ("followed_by", self.followed_by),
+                 ("not_followed_by", self.not_followed_by)) if c is not None}
         out = []
-        for turn in call.turns:
+        for at, turn in enumerate(call.turns):
             if not _applies(self.speakers, turn.speaker):
                 continue
             near = self.near.matches(turn.tokens) if self.near else []
             for m in self.matches(turn.tokens):
+                said = call.times[(at, m.first)][0], call.times[(at, m.last)][1]
+                if not self._in_window(said, lo, hi):
+                    continue
+                if self.near and not any(_apart(m, n, turn.tokens) <= self.within for n in near):
+                    continue
+                when = said[0]
+                if "preceded_by" in order and not any(h.when < when for h in order["preceded_by"]):
+                    continue
+                if any(h.when < when for h in order.get("not_preceded_by", ())):
+                    continue
+                if "followed_by" in order and not any(h.when > when for h in order["followed_by"]):
+                    continue
+                if any(h.when > when for h in order.get("not_followed_by", ())):
+                    continue
                 start, end = call.span(turn, m.first, m.last)
-                if not (lo <= start < hi or (lo == hi == start)):
-                    continue
-                if self.near and not any(max(n.first - m.last, m.first - n.last) - 1 <= self.within for n in near):
-                    continue
-                if self.preceded_by and not any(h.start < start for h in before):
-                    continue
-                if any(h.start < start for h in not_before):
-                    continue
-                out.append(Hit(turn.speaker, start, end, written(turn.tokens, m), m.confidence))
+                out.append(Hit(turn.speaker, start, end, written(turn.tokens, m), m.confidence, when))
         return out
 
 
@@ -232,18 +286,24 @@ def hits(condition: Condition, call: Call) -> list[Hit]:
 
 # --- from a rule file ---------------------------------------------------------------------------------------------
 
-SAID_FIELDS = {"said", "speaker", "fuzzy", "negated", "near", "within", "first_seconds", "last_seconds", "position",
-               "preceded_by", "not_preceded_by"}
+ORDER_FIELDS = ("preceded_by", "not_preceded_by", "followed_by", "not_followed_by")
+SAID_FIELDS = {"said", "speaker", "fuzzy", "negated", "asked", "near", "within", "first_seconds", "last_seconds",
+               "position", *ORDER_FIELDS}
+NEAR_FIELDS = {"said", "fuzzy", "negated", "within"}  # the same speaker's turn: no speaker or window of its own
 FIELDS = {"said": SAID_FIELDS, "pii": {"pii", "speaker"}, "pattern": {"pattern", "luhn", "speaker"},
           "metric": {"metric", "speaker", "above", "below"}, "all": {"all"}, "any": {"any"}, "not": {"not"}}
 
 
-def speakers_of(value: Any) -> tuple[str, ...]:
+def speakers_of(value: Any, known: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """A rule's ``speaker:``: a name or a list of names, each one a transcript can carry (``known``, when given)."""
     if value is None:
         return ()
     values = [value] if isinstance(value, str) else value
-    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
+    if not isinstance(values, list) or not values or not all(isinstance(v, str) and v for v in values):
         raise ValueError(f"speaker must be a name or a list of names, not {value!r}")
+    unknown = [v for v in values if known and v not in known]
+    if unknown:
+        raise ValueError(f"speaker {unknown[0]!r}: not a speaker of these calls (one of {', '.join(sorted(known))})")
     return tuple(values)
 
 
@@ -254,47 +314,72 @@ def _strings(value: Any, what: str) -> list[str]:
     return values
 
 
-def _number(data: dict[str, Any], name: str, least: float = 0.0, most: float = float("inf")) -> float | None:
+def _number(data: dict[str, Any], name: str, least: float = 0.0, most: float | None = None,
+            above_least: bool = False) -> float | None:
+    """A number of the rule file (YAML reads 1e3 as text: it is taken as the number it spells)."""
     value = data.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not least <= value <= most:
-        raise ValueError(f"{name} must be a number from {least:g} to {most:g}, not {value!r}")
+    if isinstance(value, str) and re.fullmatch(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*", value):
+        value = float(value)
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and value == value and value != float("inf")
+    if ok and (value < least or (above_least and value == least) or (most is not None and value > most)):
+        ok = False
+    if not ok:
+        bounds = (f"more than {least:g}" if above_least else f"{least:g} or more") if most is None else \
+            f"from {least:g} to {most:g}"
+        raise ValueError(f"{name} must be a number {bounds}, not {data.get(name)!r}")
     return float(value)
 
 
-def parse(data: Any, speakers: tuple[str, ...] = ()) -> Condition:
-    """A condition from a rule file's mapping; ``speakers`` is the rule's, for conditions that name none.
-    Raises ValueError saying what is wrong."""
-    if isinstance(data, list):  # a bare list: any of its conditions
-        return AnyOf(tuple(parse(c, speakers) for c in data))
-    if not isinstance(data, dict):
-        raise ValueError(f"a condition must be a mapping (said, pii, pattern, metric, all, any, not), not {data!r}")
-    kinds = [k for k in FIELDS if k in data]
-    if len(kinds) != 1:
-        raise ValueError(f"a condition needs exactly one of {', '.join(FIELDS)}; got {sorted(data)}")
-    kind = kinds[0]
-    unknown = set(data) - FIELDS[kind]
-    if unknown:
-        raise ValueError(f"{kind}: unknown field(s) {', '.join(sorted(unknown))} "
-                         f"(allowed: {', '.join(sorted(FIELDS[kind]))})")
-    own = speakers_of(data["speaker"]) if "speaker" in data else speakers
-    if kind in ("all", "any"):
-        children = data[kind]
-        if not isinstance(children, list) or not children:
-            raise ValueError(f"{kind} must be a non-empty list of conditions")
-        parts = tuple(parse(c, speakers) for c in children)
-        return AllOf(parts) if kind == "all" else AnyOf(parts)
-    if kind == "not":
-        return NotOf(parse(data["not"], speakers))
-    if kind == "pii":
-        return Pii(tuple(_strings(data["pii"], "pii")), own)
-    if kind == "pattern":
-        try:
-            return Pattern(re.compile(str(data["pattern"])), bool(data.get("luhn", False)), own)
-        except re.error as exc:
-            raise ValueError(f"invalid regular expression: {exc}") from exc
-    if kind == "metric":
+class Parser:
+    """Conditions from a rule file's mappings, checked against the speakers these calls can have."""
+
+    def __init__(self, known_speakers: frozenset[str] = frozenset()) -> None:
+        self.known = known_speakers
+
+    def parse(self, data: Any, speakers: tuple[str, ...] = ()) -> Condition:
+        """A condition; ``speakers`` is the rule's, for conditions that name none. Raises ValueError saying what is
+        wrong."""
+        if isinstance(data, list):  # a bare list: any of its conditions
+            if not data:
+                raise ValueError("an empty list of conditions holds nowhere: give at least one")
+            return AnyOf(tuple(self.parse(c, speakers) for c in data))
+        if not isinstance(data, dict):
+            raise ValueError(f"a condition must be a mapping (said, pii, pattern, metric, all, any, not), not {data!r}")
+        kinds = [k for k in FIELDS if k in data]
+        if len(kinds) != 1:
+            raise ValueError(f"a condition needs exactly one of {', '.join(FIELDS)}; got {', '.join(sorted(data))}")
+        kind = kinds[0]
+        unknown = set(data) - FIELDS[kind]
+        if unknown:
+            raise ValueError(f"{kind}: unknown field(s) {', '.join(sorted(unknown))} "
+                             f"(allowed: {', '.join(sorted(FIELDS[kind]))})")
+        own = speakers_of(data["speaker"], self.known) if "speaker" in data else speakers
+        if kind in ("all", "any"):
+            children = data[kind]
+            if not isinstance(children, list) or not children:
+                raise ValueError(f"{kind} must be a non-empty list of conditions")
+            parts = tuple(self.parse(c, speakers) for c in children)
+            return AllOf(parts) if kind == "all" else AnyOf(parts)
+        if kind == "not":
+            if data["not"] in (None, [], {}):
+                raise ValueError("not: needs the condition that must not hold")
+            return NotOf(self.parse(data["not"], speakers))
+        if kind == "pii":
+            return Pii(tuple(_strings(data["pii"], "pii")), own)
+        if kind == "pattern":
+            if not isinstance(data.get("luhn", False), bool):
+                raise ValueError(f"luhn must be true or false, not {data['luhn']!r}")
+            try:
+                return Pattern(re.compile(str(data["pattern"])), bool(data.get("luhn", False)), own)
+            except re.error as exc:
+                raise ValueError(f"invalid regular expression: {exc}") from exc
+        if kind == "metric":
+            return self._metric(data, own)
+        return self._said(data, own, speakers)
+
+    def _metric(self, data: dict[str, Any], own: tuple[str, ...]) -> Metric:
         name = data["metric"]
         allowed = SPEAKER_METRICS if "speaker" in data else CALL_METRICS
         if name not in allowed:
@@ -302,46 +387,70 @@ def parse(data: Any, speakers: tuple[str, ...] = ()) -> Condition:
                              f"{' (per speaker)' if 'speaker' in data else ' (per call; per speaker with speaker:)'}")
         if data.get("above") is None and data.get("below") is None:
             raise ValueError(f"metric {name}: needs above or below")
-        return Metric(name, own, _number(data, "above"), _number(data, "below"))
-    return _said(data, own, speakers)
+        most = 1.0 if str(name).endswith("share") else None
+        above, below = _number(data, "above", most=most), _number(data, "below", most=most)
+        if above is not None and below is not None and above >= below:
+            raise ValueError(f"metric {name}: above {above:g} and below {below:g} can never both hold")
+        return Metric(name, own, above, below)
+
+    def _said(self, data: dict[str, Any], own: tuple[str, ...], speakers: tuple[str, ...],
+              near: bool = False) -> Said:
+        fuzzy = data.get("fuzzy")
+        if fuzzy is True:
+            fuzzy = DEFAULT_FUZZY
+        elif fuzzy is False:
+            fuzzy = None
+        elif fuzzy is not None:
+            fuzzy = _number(data, "fuzzy", 0.5, 1.0)
+        choice = {"negated": data.get("negated", False), "asked": data.get("asked", "any")}
+        read: dict[str, str] = {}
+        for name, value in choice.items():
+            word = {False: "no", True: "yes", "any": "any"}.get(value) if isinstance(value, (bool, str)) else None
+            if word is None:
+                raise ValueError(f"{name} must be false, true or any, not {value!r}")
+            read[name] = word
+        close = None
+        if "near" in data:
+            given = data["near"]
+            if not isinstance(given, dict) or "said" not in given:
+                raise ValueError("near must be a mapping with said: (and within:, fuzzy:, negated:)")
+            extra = set(given) - NEAR_FIELDS
+            if extra:
+                raise ValueError(f"near: unknown field(s) {', '.join(sorted(extra))} (allowed: "
+                                 f"{', '.join(sorted(NEAR_FIELDS))}; it is the same speaker's turn)")
+            close = self._said({k: v for k, v in given.items() if k != "within"}, own, speakers, near=True)
+        within = data.get("within", data["near"].get("within", 8) if isinstance(data.get("near"), dict) else 8)
+        if isinstance(within, bool) or not isinstance(within, int) or within < 0:
+            raise ValueError(f"within must be a whole number of words, not {within!r}")
+        position = data.get("position")
+        if position is not None:
+            if (not isinstance(position, list) or len(position) != 2 or not all(
+                    isinstance(p, (int, float)) and 0 <= p <= 1 for p in position) or position[0] >= position[1]):
+                raise ValueError(f"position must be [from, to], shares of the call from 0 to 1, not {position!r}")
+            position = (float(position[0]), float(position[1]))
+        windows = [k for k in ("first_seconds", "last_seconds", "position") if k in data]
+        if len(windows) > 1:
+            raise ValueError(f"one time window at most: {', '.join(windows)}")
+        order = {k: self.parse(data[k], speakers) for k in ORDER_FIELDS if k in data}
+        return Said(
+            phrases=tuple(Phrase.of(p) for p in _strings(data["said"], "said")), speakers=own, fuzzy=fuzzy,
+            negated=read["negated"], asked=read["asked"], near=close, within=within,
+            first_seconds=_number(data, "first_seconds", above_least=True),
+            last_seconds=_number(data, "last_seconds", above_least=True), position=position, **order)
 
 
-def _said(data: dict[str, Any], own: tuple[str, ...], speakers: tuple[str, ...]) -> Said:
-    fuzzy = data.get("fuzzy")
-    if fuzzy is True:
-        fuzzy = DEFAULT_FUZZY
-    elif fuzzy is False:
-        fuzzy = None
-    elif fuzzy is not None:
-        fuzzy = _number(data, "fuzzy", 0.5, 1.0)
-    negated = data.get("negated", False)
-    negated = {False: "no", True: "yes", "any": "any"}.get(negated) if isinstance(negated, (bool, str)) else None
-    if negated is None:
-        raise ValueError(f"negated must be false, true or any, not {data.get('negated')!r}")
-    near = None
-    if "near" in data:
-        if not isinstance(data["near"], dict) or "said" not in data["near"]:
-            raise ValueError("near must be a mapping with said: (and within:, fuzzy:, negated:)")
-        near = _said({k: v for k, v in data["near"].items() if k != "within"}, own, speakers)
-    within = data.get("within", (data.get("near") or {}).get("within", 8) if isinstance(data.get("near"), dict) else 8)
-    if isinstance(within, bool) or not isinstance(within, int) or within < 0:
-        raise ValueError(f"within must be a whole number of words, not {within!r}")
-    position = data.get("position")
-    if position is not None:
-        if (not isinstance(position, list) or len(position) != 2
-                or not all(isinstance(p, (int, float)) and 0 <= p <= 1 for p in position) or position[0] > position[1]):
-            raise ValueError(f"position must be [from, to], shares of the call from 0 to 1, not {position!r}")
-        position = (float(position[0]), float(position[1]))
-    windows = [k for k in ("first_seconds", "last_seconds", "position") if k in data]
-    if len(windows) > 1:
-        raise ValueError(f"one time window at most: {', '.join(windows)}")
-    return Said(
-        phrases=tuple(Phrase.of(p) for p in _strings(data["said"], "said")), speakers=own, fuzzy=fuzzy,
-        negated=negated, near=near, within=within, first_seconds=_number(data, "first_seconds"),
-        last_seconds=_number(data, "last_seconds"), position=position,
-        preceded_by=parse(data["preceded_by"], speakers) if "preceded_by" in data else None,
-        not_preceded_by=parse(data["not_preceded_by"], speakers) if "not_preceded_by" in data else None,
-    )
+def pii_kinds(condition: Condition) -> set[str]:
+    """Every kind of personal data a condition names."""
+    if isinstance(condition, Pii):
+        return set(condition.kinds)
+    if isinstance(condition, (AllOf, AnyOf)):
+        return {k for c in condition.conditions for k in pii_kinds(c)}
+    if isinstance(condition, NotOf):
+        return pii_kinds(condition.condition)
+    if isinstance(condition, Said):
+        return {k for c in (condition.preceded_by, condition.not_preceded_by, condition.followed_by,
+                            condition.not_followed_by) if c is not None for k in pii_kinds(c)}
+    return set()
 
 
 def segments_of(example: Any, speaker: str) -> tuple[list[Segment], dict[str, Any]]:
@@ -360,8 +469,8 @@ def segments_of(example: Any, speaker: str) -> tuple[list[Segment], dict[str, An
     out = []
     for n, line in enumerate(lines):
         who, sep, text = line.partition(":")
-        who, text = (who.strip(), text.strip()) if sep and who.strip() in ("agent", "customer", "mixed") else (
-            speaker, line.strip())
+        named = who.strip().lower()
+        who, text = (named, text.strip()) if sep and named in ("agent", "customer", "mixed") else (speaker, line.strip())
         out.append(Segment(recording_id="example", channel=0 if who == "agent" else 1, speaker=who,
                            start=4.0 * n, end=4.0 * n + 3.5, text=text))
     return out, analytics

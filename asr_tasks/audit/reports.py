@@ -161,9 +161,12 @@ def _tag_changes(a: dict[str, list[str]], b: dict[str, list[str]]) -> dict[str, 
 
 
 def rescore(call_date: str, rules: RuleSet, index: TranscriptIndex, store: ObjectStore,
-            settings: Settings) -> Rescored:
-    """The day audited again (findings, tags and reports replaced), with what changed since its stored audit."""
+            settings: Settings) -> Rescored | None:
+    """The day audited again (findings, tags and reports replaced), with what changed since its stored audit;
+    None for a day with neither calls nor an audit (nothing is written for it)."""
     before = stored_audit(call_date, store, settings)
+    if before is None and not day_transcripts(call_date, Artefacts.of(store, settings), settings):
+        return None
     after = run_audit(call_date, rules, index, store, settings)
     old = {f.finding_id: f for f in before.findings} if before else {}
     new = {f.finding_id: f for f in after.findings}

@@ -154,6 +154,21 @@ def rule_files(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml"))
 
 
+def configured_policy() -> Policy:
+    from asr_tasks.config import get_settings
+    from asr_tasks.text.pii_policy import load_policy
+
+    return load_policy(get_settings().postprocess.path("pii_dir"))
+
+
+def known_speakers() -> frozenset[str]:
+    """The speakers a transcript can name (the configured channels' and the mono one's)."""
+    from asr_tasks.config import get_settings
+    from asr_tasks.inputs import speaker_names
+
+    return frozenset(speaker_names(get_settings().audio))
+
+
 def load_rule_set(folder: Path, policy: Policy | None = None) -> RuleSet:
     """Every rule file of a folder, validated whole (each rule's examples run) before any is used, with the set's
     identity. ``policy`` is the PII policy the examples of personal-data rules are masked with (the configured
@@ -163,19 +178,26 @@ def load_rule_set(folder: Path, policy: Policy | None = None) -> RuleSet:
         raise RuleError(f"{folder}: no rule files (*.yaml)")
     rules: list[Rule] = []
     digest = hashlib.sha256()
+    parser = conditions.Parser(known_speakers())
     for path in files:
         data = path.read_bytes()
         digest.update(f"{path.name}\x00{len(data)}\x00".encode() + data)
-        rules.extend(load_file(path))
-    seen: dict[str, str] = {}
-    for rule in rules:
-        if rule.id in seen:
-            raise RuleError(f"{rule.source}: rule id {rule.id!r} already defined at {seen[rule.id]}")
-        seen[rule.id] = rule.source
-    failures = test_rules(rules, policy)
+        rules.extend(load_file(path, parser))
+    failures = same_ids(rules) + test_rules(rules, policy)
     if failures:
         raise RuleError(failures[0])
     return RuleSet(tuple(rules), digest.hexdigest()[:12])
+
+
+def same_ids(rules: list[Rule]) -> list[str]:
+    """A message for each rule whose id an earlier rule has."""
+    seen: dict[str, str] = {}
+    out = []
+    for rule in rules:
+        if rule.id in seen:
+            out.append(f"{rule.source}: rule id {rule.id!r} already defined at {seen[rule.id]}")
+        seen.setdefault(rule.id, rule.source)
+    return out
 
 
 def load_rules(folder: Path, policy: Policy | None = None) -> list[Rule]:
@@ -193,28 +215,36 @@ def example_transcript(example: Any, rule: Rule) -> Transcript:
 
 
 def test_rules(rules: list[Rule], policy: Policy | None = None) -> list[str]:
-    """Each rule's examples that do not fire it and counter-examples that do, one message each (file:line, rule,
-    the example); empty when every one holds."""
-    if policy is None and any(r.examples or r.counter_examples for r in rules):
-        from asr_tasks.config import get_settings
-        from asr_tasks.text.pii_policy import load_policy
-
-        policy = load_policy(get_settings().postprocess.path("pii_dir"))
+    """Each rule's kinds of personal data the policy does not have, examples that do not fire it and
+    counter-examples that do, one message each (file:line, rule, the example); empty when every one holds."""
+    policy = policy or configured_policy()
+    kinds = set(policy.kinds)
     out = []
     for rule in rules:
+        unknown = sorted(conditions.pii_kinds(rule.condition) - kinds) if rule.condition else []
+        if unknown:
+            out.append(f"{rule.source}: rule {rule.id!r}: {unknown[0]!r} is not a kind of personal data of the policy "
+                       f"(one of {', '.join(sorted(kinds))})")
         for fires, examples in ((True, rule.examples), (False, rule.counter_examples)):
-            for example in examples:
-                transcript = example_transcript(example, rule)
-                if policy is not None:
-                    transcript = redact_transcript(transcript, policy)
-                if bool(evaluate(rule, transcript)) != fires:
-                    what = "example does not fire it" if fires else "counter-example fires it"
+            for n, example in enumerate(examples, 1):
+                name = "example" if fires else "counter-example"
+                try:
+                    fired = bool(evaluate(rule, redact_transcript(example_transcript(example, rule), policy), policy))
+                except (TypeError, ValueError, KeyError) as exc:
+                    out.append(f"{rule.source}: rule {rule.id!r}: {name} {n} cannot be read: {exc}")
+                    continue
+                if fired != fires:
+                    what = f"{name} does not fire it" if fires else f"{name} fires it"
                     out.append(f"{rule.source}: rule {rule.id!r}: {what}: {example!r}")
     return out
 
 
-def load_file(path: Path) -> list[Rule]:
-    text = path.read_text(encoding="utf-8")
+def load_file(path: Path, parser: conditions.Parser | None = None) -> list[Rule]:
+    """One rule file's rules, each checked (not its examples: ``test_rules``)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise RuleError(f"{path}: not UTF-8 text (save the rule file as UTF-8): {exc.reason} at byte {exc.start}") from exc
     try:
         root = yaml.compose(text)
     except yaml.YAMLError as exc:
@@ -223,15 +253,52 @@ def load_file(path: Path) -> list[Rule]:
         raise RuleError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from exc
     if root is None:
         return []
+    _no_repeated_keys(path, root)
     if not isinstance(root, yaml.MappingNode) or {k.value for k, _ in root.value} != {"rules"}:
         raise RuleError(f"{path}:{root.start_mark.line + 1}: expected a mapping with one key, 'rules'")
     rules_node = root.value[0][1]
     if not isinstance(rules_node, yaml.SequenceNode):
         raise RuleError(f"{path}:{rules_node.start_mark.line + 1}: 'rules' must be a list")
-    return [_build_rule(path, node) for node in rules_node.value]
+    parser = parser or conditions.Parser(known_speakers())
+    return [_build_rule(path, node, parser) for node in rules_node.value]
 
 
-def _build_rule(path: Path, node: yaml.Node) -> Rule:
+def _no_repeated_keys(path: Path, node: yaml.Node) -> None:
+    """YAML keeps the last of a key written twice in one mapping and drops the first without a word."""
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key, value in node.value:
+            if key.value in seen:
+                raise RuleError(f"{path}:{key.start_mark.line + 1}: {key.value!r} is written twice in one mapping "
+                                f"(the first would be dropped)")
+            seen.add(key.value)
+            _no_repeated_keys(path, value)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _no_repeated_keys(path, item)
+
+
+def _key_lines(path: Path, node: yaml.Node) -> list[tuple[str, str]]:
+    """Every key under a node, with its file:line, in the file's order."""
+    out: list[tuple[str, str]] = []
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            out.append((str(key.value), f"{path}:{key.start_mark.line + 1}"))
+            out += _key_lines(path, value)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            out += _key_lines(path, item)
+    return out
+
+
+def _line_of(message: str, path: Path, node: yaml.Node, default: str) -> str:
+    """The line of the field a condition's message names ("fuzzy must be ...", "unknown field(s) fuzy")."""
+    named = re.search(r"unknown field\(s\) ([\w-]+)", message) or re.match(r"([\w-]+)", message)
+    name = named.group(1) if named else ""
+    return next((line for key, line in _key_lines(path, node) if key == name), default)
+
+
+def _build_rule(path: Path, node: yaml.Node, parser: conditions.Parser) -> Rule:
     where = f"{path}:{node.start_mark.line + 1}"
     if not isinstance(node, yaml.MappingNode):
         raise RuleError(f"{where}: a rule must be a mapping")
@@ -243,8 +310,8 @@ def _build_rule(path: Path, node: yaml.Node) -> Rule:
     try:
         examples = _examples(data, "examples"), _examples(data, "counter_examples")
         if "kind" not in data:
-            return _condition_rule(data, rule_id, where, lines, examples)
-        return _kind_rule(data, rule_id, where, lines, examples)
+            return _condition_rule(data, rule_id, where, lines, examples, parser, (path, node))
+        return _kind_rule(data, rule_id, where, lines, examples, parser)
     except RuleError:
         raise
     except (TypeError, ValueError) as exc:
@@ -266,7 +333,8 @@ def _severity(data: dict[str, Any], rule_id: str, lines: dict[str, str]) -> str:
 
 
 def _condition_rule(data: dict[str, Any], rule_id: str, where: str, lines: dict[str, str],
-                    examples: tuple[tuple[Any, ...], tuple[Any, ...]]) -> Rule:
+                    examples: tuple[tuple[Any, ...], tuple[Any, ...]], parser: conditions.Parser,
+                    node: tuple[Path, yaml.Node]) -> Rule:
     """A rule of conditions: ``when`` or ``require``, with a severity or a ``tag``."""
     for name in data:
         if name not in CONDITION_FIELDS:
@@ -283,11 +351,15 @@ def _condition_rule(data: dict[str, Any], rule_id: str, where: str, lines: dict[
         if not isinstance(tag, str) or not _TAG.match(tag):
             raise RuleError(f"{lines['tag']}: rule {rule_id!r}: tag must be lower-case letters, digits, - or _")
     severity = "tag" if tag is not None else _severity(data, rule_id, lines)
-    speakers = conditions.speakers_of(data.get("speaker"))
     try:
-        condition = conditions.parse(data[stated[0]], speakers)
+        speakers = conditions.speakers_of(data.get("speaker"), parser.known)
     except ValueError as exc:
-        raise RuleError(f"{lines[stated[0]]}: rule {rule_id!r}: {exc}") from exc
+        raise RuleError(f"{lines['speaker']}: rule {rule_id!r}: {exc}") from exc
+    try:
+        condition = parser.parse(data[stated[0]], speakers)
+    except ValueError as exc:
+        line = _line_of(str(exc), node[0], node[1], lines[stated[0]])
+        raise RuleError(f"{line}: rule {rule_id!r}: {exc}") from exc
     if stated[0] == "require":
         condition = conditions.NotOf(condition)
     return Rule(id=rule_id, kind=stated[0], severity=severity, description=str(data.get("description", "")),
@@ -296,7 +368,7 @@ def _condition_rule(data: dict[str, Any], rule_id: str, where: str, lines: dict[
 
 
 def _kind_rule(data: dict[str, Any], rule_id: str, where: str, lines: dict[str, str],
-               examples: tuple[tuple[Any, ...], tuple[Any, ...]]) -> Rule:
+               examples: tuple[tuple[Any, ...], tuple[Any, ...]], parser: conditions.Parser) -> Rule:
     """A rule of one of the older kinds, read into the conditions it states where it has them."""
     kind = data.get("kind")
     if kind not in KINDS:
@@ -311,7 +383,7 @@ def _kind_rule(data: dict[str, Any], rule_id: str, where: str, lines: dict[str, 
         if name not in data:
             raise RuleError(f"{where}: rule {rule_id!r}: missing field {name!r}")
     severity = _severity(data, rule_id, lines)
-    speakers = conditions.speakers_of(data.get("speaker"))
+    speakers = conditions.speakers_of(data.get("speaker"), parser.known)
     if "phrases" in data and (not isinstance(data["phrases"], list) or not data["phrases"]
                               or not all(isinstance(p, str) and p.strip() for p in data["phrases"])):
         raise RuleError(f"{lines['phrases']}: rule {rule_id!r}: 'phrases' must be a list of non-empty strings")
@@ -319,15 +391,15 @@ def _kind_rule(data: dict[str, Any], rule_id: str, where: str, lines: dict[str, 
     said = {"said": data.get("phrases"), **({"fuzzy": data["fuzzy"]} if "fuzzy" in data else {})}
     try:
         if kind == "forbidden_phrase":
-            condition = conditions.parse(said, speakers)
+            condition = parser.parse(said, speakers)
         elif kind == "required_phrase":
-            condition = conditions.NotOf(conditions.parse(
+            condition = conditions.NotOf(parser.parse(
                 {**said, "first_seconds": float(data["within_seconds"])}, speakers))
         elif kind == "regex":
-            condition = conditions.parse({"pattern": data["pattern"], "luhn": bool(data.get("luhn", False))},
+            condition = parser.parse({"pattern": data["pattern"], "luhn": data.get("luhn", False)},
                                          speakers)
         elif kind == "personal_data":
-            condition = conditions.parse({"pii": [str(k) for k in data.get("pii_kinds") or ()]}, speakers)
+            condition = parser.parse({"pii": [str(k) for k in data.get("pii_kinds") or ()]}, speakers)
     except ValueError as exc:
         field_line = lines.get("pattern" if kind == "regex" else "phrases", where)
         raise RuleError(f"{field_line}: rule {rule_id!r}: {exc}") from exc
@@ -352,10 +424,10 @@ def _finding(rule: Rule, t: Transcript, hit: Hit) -> Finding:
     )
 
 
-def hits_of(rule: Rule, transcript: Transcript) -> list[Hit]:
-    """Where one rule fires in one call."""
+def hits_of(rule: Rule, transcript: Transcript, policy: Policy | None = None) -> list[Hit]:
+    """Where one rule fires in one call (with a policy, its back-channels do not end a speaker's turn)."""
     if rule.condition is not None:
-        return conditions.hits(rule.condition, Call(transcript))
+        return conditions.hits(rule.condition, Call(transcript, policy.spoken if policy else None))
     segments = [s for s in transcript.segments if s.text.strip()]
     if rule.kind == "silence":
         return [Hit("any", start, end, f"{end - start:.1f} s") for start, end in _silences(transcript, segments)
@@ -371,13 +443,14 @@ def hits_of(rule: Rule, transcript: Transcript) -> list[Hit]:
     return []
 
 
-def evaluate(rule: Rule, transcript: Transcript) -> list[Finding]:
-    """One rule over one call: a finding per place it fires (for a tag rule: where it would tag the call); two
-    hits in one segment are one finding, the first."""
-    places: dict[tuple[str, float, float], Hit] = {}
-    for hit in hits_of(rule, transcript):
-        places.setdefault((hit.speaker, hit.start, hit.end), hit)
-    return [_finding(rule, transcript, hit) for hit in places.values()]
+def evaluate(rule: Rule, transcript: Transcript, policy: Policy | None = None) -> list[Finding]:
+    """One rule over one call: a finding per place it fires (for a tag rule: where it would tag the call); hits
+    of one speaker whose seconds overlap are one finding, the first."""
+    kept: list[Hit] = []
+    for hit in hits_of(rule, transcript, policy):
+        if not any(k.speaker == hit.speaker and hit.start < k.end and k.start < hit.end for k in kept):
+            kept.append(hit)
+    return [_finding(rule, transcript, hit) for hit in kept]
 
 
 def _silences(transcript: Transcript, segments: list[Segment]) -> list[tuple[float, float]]:
@@ -417,7 +490,7 @@ def audit(transcripts: Iterable[Transcript], rules: list[Rule] | RuleSet, call_d
         result.recordings += 1
         tags = set()
         for rule in rule_list:
-            found = evaluate(rule, transcript)
+            found = evaluate(rule, transcript, policy)
             if rule.tag is not None:
                 tags |= {rule.tag} if found else set()
                 continue

@@ -109,12 +109,15 @@ def rescore_days(args: argparse.Namespace, settings: Settings, store: ObjectStor
     from asr_tasks.index.backends import open_index
 
     rules, index = rule_set(args, settings), open_index(settings.index)
-    days = [rescore(day, rules, index, store, settings) for day in days_between(args.date_from, args.date_to)]
+    span = days_between(args.date_from, args.date_to)
+    rescored = {day: rescore(day, rules, index, store, settings) for day in span}
+    days = [d for d in rescored.values() if d is not None]
     if args.json:
-        print_json({"rule_set": rules.identity, "days": [d.to_dict() for d in days]})
+        print_json({"rule_set": rules.identity, "days": [d.to_dict() for d in days],
+                    "without_calls": [day for day, d in rescored.items() if d is None]})
         return 0
-    for day in days:
-        print("\n".join(change_lines(day)))
+    for day, done in rescored.items():
+        print("\n".join(change_lines(done)) if done else f"{day}: no calls and no audit, nothing written")
     added, removed = sum(len(d.added) for d in days), sum(len(d.removed) for d in days)
     print(f"{plural(len(days), 'day')} re-scored with rule set {rules.identity}: {added} added, {removed} removed")
     return 0
@@ -153,17 +156,19 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def cmd_rules_test(args: argparse.Namespace) -> int:
     """Every rule's examples and counter-examples, each failure on a line of its own."""
-    from asr_tasks.audit.rules import RuleError, load_file, rule_files, test_rules
+    from asr_tasks.audit.conditions import Parser
+    from asr_tasks.audit.rules import RuleError, known_speakers, load_file, rule_files, same_ids, test_rules
 
     folder = Path(args.rules) if args.rules else get_settings().audit.path("qa_rules_dir")
     files = rule_files(folder)
     if not files:
         raise InputError(f"{folder}: no rule files (*.yaml)")
     try:
-        rules = [rule for path in files for rule in load_file(path)]
+        parser = Parser(known_speakers())
+        rules = [rule for path in files for rule in load_file(path, parser)]
     except RuleError as exc:
         raise InputError(str(exc)) from exc
-    failures = test_rules(rules)
+    failures = same_ids(rules) + test_rules(rules)
     for line in failures:
         print(line, file=sys.stderr)
     checked = sum(len(r.examples) + len(r.counter_examples) for r in rules)
