@@ -28,6 +28,7 @@ import yaml
 from asr_tasks.audit import conditions, phrases
 from asr_tasks.audit.conditions import Call, Condition, Hit
 from asr_tasks.audit.redaction import RedactionReport
+from asr_tasks.audit.rule_yaml import RuleError, line_of, no_repeated_keys
 from asr_tasks.models import Recording, Segment, Transcript, _Serialisable
 from asr_tasks.text.pii import redact_transcript
 from asr_tasks.text.pii_policy import Policy
@@ -49,10 +50,6 @@ CONDITION_FIELDS = {"id", "severity", "tag", "description", "speaker", "when", "
                     "counter_examples"}
 _PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
 _TAG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
-
-
-class RuleError(ValueError):
-    """A rule file that cannot be used; the message names the file and line."""
 
 
 @dataclass(frozen=True)
@@ -253,7 +250,7 @@ def load_file(path: Path, parser: conditions.Parser | None = None) -> list[Rule]
         raise RuleError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from exc
     if root is None:
         return []
-    _no_repeated_keys(path, root)
+    no_repeated_keys(path, root)
     if not isinstance(root, yaml.MappingNode) or {k.value for k, _ in root.value} != {"rules"}:
         raise RuleError(f"{path}:{root.start_mark.line + 1}: expected a mapping with one key, 'rules'")
     rules_node = root.value[0][1]
@@ -261,41 +258,6 @@ def load_file(path: Path, parser: conditions.Parser | None = None) -> list[Rule]
         raise RuleError(f"{path}:{rules_node.start_mark.line + 1}: 'rules' must be a list")
     parser = parser or conditions.Parser(known_speakers())
     return [_build_rule(path, node, parser) for node in rules_node.value]
-
-
-def _no_repeated_keys(path: Path, node: yaml.Node) -> None:
-    """YAML keeps the last of a key written twice in one mapping and drops the first without a word."""
-    if isinstance(node, yaml.MappingNode):
-        seen: set[str] = set()
-        for key, value in node.value:
-            if key.value in seen:
-                raise RuleError(f"{path}:{key.start_mark.line + 1}: {key.value!r} is written twice in one mapping "
-                                f"(the first would be dropped)")
-            seen.add(key.value)
-            _no_repeated_keys(path, value)
-    elif isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            _no_repeated_keys(path, item)
-
-
-def _key_lines(path: Path, node: yaml.Node) -> list[tuple[str, str]]:
-    """Every key under a node, with its file:line, in the file's order."""
-    out: list[tuple[str, str]] = []
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            out.append((str(key.value), f"{path}:{key.start_mark.line + 1}"))
-            out += _key_lines(path, value)
-    elif isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            out += _key_lines(path, item)
-    return out
-
-
-def _line_of(message: str, path: Path, node: yaml.Node, default: str) -> str:
-    """The line of the field a condition's message names ("fuzzy must be ...", "unknown field(s) fuzy")."""
-    named = re.search(r"unknown field\(s\) ([\w-]+)", message) or re.match(r"([\w-]+)", message)
-    name = named.group(1) if named else ""
-    return next((line for key, line in _key_lines(path, node) if key == name), default)
 
 
 def _build_rule(path: Path, node: yaml.Node, parser: conditions.Parser) -> Rule:
@@ -358,7 +320,7 @@ def _condition_rule(data: dict[str, Any], rule_id: str, where: str, lines: dict[
     try:
         condition = parser.parse(data[stated[0]], speakers)
     except ValueError as exc:
-        line = _line_of(str(exc), node[0], node[1], lines[stated[0]])
+        line = line_of(str(exc), node[0], node[1], lines[stated[0]])
         raise RuleError(f"{line}: rule {rule_id!r}: {exc}") from exc
     if stated[0] == "require":
         condition = conditions.NotOf(condition)

@@ -42,7 +42,9 @@ from elasticsearch import ApiError, BadRequestError, Elasticsearch, NotFoundErro
 
 from asr_tasks import retry
 from asr_tasks.config import EsRefresh, IndexSettings
-from asr_tasks.index.base import TranscriptIndex, recording_fields, tag_list, transcript_summary
+from asr_tasks.index import es_audit
+from asr_tasks.index.es_audit import MAX_RULE_RECORDINGS
+from asr_tasks.index.base import TranscriptIndex, recording_fields, transcript_summary
 from asr_tasks.index.es_results import AGENT_DAY_SOURCES, CALL_SOURCES, HIGHLIGHT_FIELD, row, search_hit
 from asr_tasks.index.es_node import ENGLISH_STEMMERS, ElasticsearchIndexError, connect, load_template, missing_module
 from asr_tasks.index.query import (
@@ -62,7 +64,6 @@ from asr_tasks.models import Quarantine, Recording, Segment, Transcript
 
 log = logging.getLogger(__name__)
 KINDS = ("segments", "recordings", "findings")
-MAX_RULE_RECORDINGS = 10_000  # calls a finding-rule or tag filter or facet handles at once
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 REFRESH_VALUES = get_args(EsRefresh)
 TEXT_FIELDS = ["text", "text.en"]
@@ -184,6 +185,11 @@ class ElasticsearchIndex(TranscriptIndex):
             yield hit["_source"]
 
     # set-up
+
+    def _refresh(self, kind: str) -> None:
+        """Every document of ``kind`` visible to searches now, whatever ``es_refresh`` wrote it with."""
+        self._call(lambda: self.client.indices.refresh(index=self.alias(kind), ignore_unavailable=True,
+                                                       allow_no_indices=True))
 
     def _ensure_index(self, kind: str, call_date: str | None) -> str:
         """The yearly index for the date, created (from the template, with its alias) when missing."""
@@ -464,74 +470,19 @@ class ElasticsearchIndex(TranscriptIndex):
                 return out
             composite = {**composite, "after": agg["after_key"]}
 
-    def _matching_calls(self, query: str, filters: Filters) -> list[str]:
-        """The ids of the calls with a matching segment (at most MAX_RULE_RECORDINGS), for the facets per call."""
-        es_query = self._query(query, filters)
-        if es_query is None:
-            return []
-        aggs = {"calls": {"terms": {"field": "recording_id", "size": MAX_RULE_RECORDINGS}}}
-        result = self._search("segments", query=es_query, size=0, track_total_hits=False, aggs=aggs)
-        return [b["key"] for b in result.get("aggregations", {}).get("calls", {}).get("buckets", [])]
+    # QA audit: its findings and tags, and the facets they give a search (es_audit.py)
 
     def rule_counts(self, query: str, filters: Filters = Filters()) -> dict[str, int]:
-        """The matching calls, then their findings counted per rule."""
-        ids = self._matching_calls(query, filters)
-        if not ids:
-            return {}
-        aggs = {"rules": {"terms": {"field": "rule_id", "size": 1000},
-                          "aggs": {"calls": {"cardinality": {"field": "recording_id"}}}}}
-        found = self._search("findings", query={"terms": {"recording_id": ids}}, size=0, track_total_hits=False,
-                             aggs=aggs)
-        return {b["key"]: b["calls"]["value"] for b in sorted(
-            found.get("aggregations", {}).get("rules", {}).get("buckets", []), key=lambda b: b["key"])}
+        return es_audit.rule_counts(self, query, filters)
 
     def tag_counts(self, query: str, filters: Filters = Filters()) -> dict[str, int]:
-        """The matching calls, then their recording documents (one per call) counted per tag."""
-        ids = self._matching_calls(query, filters)
-        if not ids:
-            return {}
-        found = self._search("recordings", query={"terms": {"recording_id": ids}}, size=0, track_total_hits=False,
-                             aggs={"tags": {"terms": {"field": "tags", "size": 1000}}})
-        return {b["key"]: b["doc_count"] for b in sorted(
-            found.get("aggregations", {}).get("tags", {}).get("buckets", []), key=lambda b: b["key"])}
-
-    # QA audit
+        return es_audit.tag_counts(self, query, filters)
 
     def replace_findings(self, call_date: str, findings: list[dict[str, Any]]) -> None:
-        """The day's audit findings, replacing any earlier audit of that day."""
-        index = self._ensure_index("findings", call_date)
-        actions = [
-            {"_op_type": "index", "_index": index, "_id": f["finding_id"],
-             "_source": {"finding_id": f["finding_id"], "call_date": call_date, "recording_id": f["recording_id"],
-                         "rule_id": f["rule_id"], "seq": seq, "finding": f}}
-            for seq, f in enumerate(findings)
-        ]
-        stale = {"bool": {"filter": [{"term": {"call_date": call_date}}],
-                          "must_not": [{"ids": {"values": [f["finding_id"] for f in findings]}}]}}
-        # By id rather than _delete_by_query, which needs the reindex module; the refresh makes every earlier
-        # finding visible to the scan, whatever es_refresh they were written with.
-        self._call(lambda: self.client.indices.refresh(index=self.alias("findings"), ignore_unavailable=True,
-                                                       allow_no_indices=True))
-        actions += [{"_op_type": "delete", "_index": hit["_index"], "_id": hit["_id"]}
-                    for hit in self._scan_hits("findings", stale, [{"finding_id": "asc"}], source=False)]
-        if actions:
-            self._bulk(actions, f"findings of {call_date}")
+        es_audit.replace_findings(self, call_date, findings)
 
     def findings(self, call_date: str) -> list[dict[str, Any]]:
-        return [src["finding"] for src in self._scan("findings", {"term": {"call_date": call_date}},
-                                                     [{"seq": "asc"}, {"finding_id": "asc"}])]
+        return es_audit.findings(self, call_date)
 
     def replace_tags(self, call_date: str, tags: dict[str, list[str]]) -> None:
-        """The day's audit tags on its recording documents (partial updates by id), replacing any earlier audit
-        of that day."""
-        self._ensure_index("recordings", call_date)  # an index made before tags existed gets the field first
-        # The refresh makes every recording of the day visible to the scan, whatever es_refresh wrote it with.
-        self._call(lambda: self.client.indices.refresh(index=self.alias("recordings"), ignore_unavailable=True,
-                                                       allow_no_indices=True))
-        day = self._scan_hits("recordings", {"term": {"call_date": call_date}}, [{"recording_id": "asc"}],
-                              source=["recording_id"])
-        actions = [{"_op_type": "update", "_index": hit["_index"], "_id": hit["_id"],
-                    "doc": {"tags": tag_list(tags.get(hit["_source"]["recording_id"], []))}} for hit in day]
-        if actions:
-            self._bulk(actions, f"tags of {call_date}")
-
+        es_audit.replace_tags(self, call_date, tags)

@@ -1,0 +1,109 @@
+"""The QA audit's documents in Elasticsearch: a day's findings and its calls' tags, and the facets per call
+(findings per rule, calls per tag) they give a search.
+
+Findings live in ``<prefix>-findings-YYYY``; tags on the recording documents. A
+day's audit replaces both by id (no reindex module), after a refresh so that
+every earlier document is seen whatever ``es_refresh`` wrote it with.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Protocol
+
+from asr_tasks.index.base import tag_list
+from asr_tasks.index.query import Filters
+
+MAX_RULE_RECORDINGS = 10_000  # calls a finding-rule or tag filter or facet handles at once
+
+
+class Documents(Protocol):
+    """What these need of the index (``ElasticsearchIndex``): its requests, with its retries and templates."""
+
+    def _query(self, query: str, filters: Filters) -> dict[str, Any] | None: ...
+
+    def _search(self, kind: str, **body: Any) -> dict[str, Any]: ...
+
+    def _scan_hits(self, kind: str, query: dict[str, Any], sort: list[Any],
+                   source: bool | list[str] = True) -> Iterator[dict[str, Any]]: ...
+
+    def _scan(self, kind: str, query: dict[str, Any], sort: list[Any]) -> Iterator[dict[str, Any]]: ...
+
+    def _ensure_index(self, kind: str, call_date: str | None) -> str: ...
+
+    def _refresh(self, kind: str) -> None: ...
+
+    def _bulk(self, actions: list[dict[str, Any]], what: str) -> int: ...
+
+
+def matching_calls(es: Documents, query: str, filters: Filters) -> list[str]:
+    """The ids of the calls with a matching segment (at most MAX_RULE_RECORDINGS), for the facets per call."""
+    es_query = es._query(query, filters)
+    if es_query is None:
+        return []
+    aggs = {"calls": {"terms": {"field": "recording_id", "size": MAX_RULE_RECORDINGS}}}
+    result = es._search("segments", query=es_query, size=0, track_total_hits=False, aggs=aggs)
+    return [b["key"] for b in result.get("aggregations", {}).get("calls", {}).get("buckets", [])]
+
+
+def rule_counts(es: Documents, query: str, filters: Filters = Filters()) -> dict[str, int]:
+    """The matching calls, then their findings counted per rule."""
+    ids = matching_calls(es, query, filters)
+    if not ids:
+        return {}
+    aggs = {"rules": {"terms": {"field": "rule_id", "size": 1000},
+                      "aggs": {"calls": {"cardinality": {"field": "recording_id"}}}}}
+    found = es._search("findings", query={"terms": {"recording_id": ids}}, size=0, track_total_hits=False,
+                       aggs=aggs)
+    return {b["key"]: b["calls"]["value"] for b in sorted(
+        found.get("aggregations", {}).get("rules", {}).get("buckets", []), key=lambda b: b["key"])}
+
+
+def tag_counts(es: Documents, query: str, filters: Filters = Filters()) -> dict[str, int]:
+    """The matching calls, then their recording documents (one per call) counted per tag."""
+    ids = matching_calls(es, query, filters)
+    if not ids:
+        return {}
+    found = es._search("recordings", query={"terms": {"recording_id": ids}}, size=0, track_total_hits=False,
+                       aggs={"tags": {"terms": {"field": "tags", "size": 1000}}})
+    return {b["key"]: b["doc_count"] for b in sorted(
+        found.get("aggregations", {}).get("tags", {}).get("buckets", []), key=lambda b: b["key"])}
+
+
+def replace_findings(es: Documents, call_date: str, findings: list[dict[str, Any]]) -> None:
+    """The day's audit findings, replacing any earlier audit of that day."""
+    name = es._ensure_index("findings", call_date)
+    actions = [
+        {"_op_type": "index", "_index": name, "_id": f["finding_id"],
+         "_source": {"finding_id": f["finding_id"], "call_date": call_date, "recording_id": f["recording_id"],
+                     "rule_id": f["rule_id"], "seq": seq, "finding": f}}
+        for seq, f in enumerate(findings)
+    ]
+    stale = {"bool": {"filter": [{"term": {"call_date": call_date}}],
+                      "must_not": [{"ids": {"values": [f["finding_id"] for f in findings]}}]}}
+    # By id rather than _delete_by_query, which needs the reindex module; the refresh makes every earlier
+    # finding visible to the scan, whatever es_refresh they were written with.
+    es._refresh("findings")
+    actions += [{"_op_type": "delete", "_index": hit["_index"], "_id": hit["_id"]}
+                for hit in es._scan_hits("findings", stale, [{"finding_id": "asc"}], source=False)]
+    if actions:
+        es._bulk(actions, f"findings of {call_date}")
+
+
+def findings(es: Documents, call_date: str) -> list[dict[str, Any]]:
+    return [src["finding"] for src in es._scan("findings", {"term": {"call_date": call_date}},
+                                               [{"seq": "asc"}, {"finding_id": "asc"}])]
+
+
+def replace_tags(es: Documents, call_date: str, tags: dict[str, list[str]]) -> None:
+    """The day's audit tags on its recording documents (partial updates by id), replacing any earlier audit
+    of that day."""
+    es._ensure_index("recordings", call_date)  # an index made before tags existed gets the field first
+    # The refresh makes every recording of the day visible to the scan, whatever es_refresh wrote it with.
+    es._refresh("recordings")
+    day = es._scan_hits("recordings", {"term": {"call_date": call_date}}, [{"recording_id": "asc"}],
+                        source=["recording_id"])
+    actions = [{"_op_type": "update", "_index": hit["_index"], "_id": hit["_id"],
+                "doc": {"tags": tag_list(tags.get(hit["_source"]["recording_id"], []))}} for hit in day]
+    if actions:
+        es._bulk(actions, f"tags of {call_date}")
+
