@@ -1,9 +1,9 @@
 """How well the default QA rule set finds what a QA reviewer would, on the labelled set (``tests/qa_labelled.py``).
 
 Twice: on the text-level transcripts (English and Chinese: the rules' logic), and
-on the English calls spoken by espeak-ng as stereo 8 kHz calls (agent left,
-customer right) and transcribed by the configured model (the rules on the words
-as the recogniser wrote them). A call counts once per rule: a true positive
+on the English calls (those without analytics of their own) spoken by espeak-ng
+as stereo 8 kHz calls (agent left, customer right) and transcribed by the
+configured model (the rules on the words as the recogniser wrote them). A call counts once per rule: a true positive
 where a rule it is labelled with fired, a false negative where it did not, a
 false positive where a rule it is not labelled with fired.
 
@@ -87,7 +87,7 @@ def main() -> None:
     report: dict[str, Any] = {"rule_set": rule_set.identity,
                               "text": figures(CALLS, [transcript_of(c) for c in CALLS], rules, policy),
                               "audit_s_per_call_hour": hour_long(rules, policy)}
-    english = [c for c in CALLS if c.english][:args.spoken_calls]
+    english = [c for c in CALLS if c.spoken][:args.spoken_calls]
     with tempfile.TemporaryDirectory() as tmp:
         heard = spoken(english, Path(tmp), settings.override(redact_pii=False))
     report["audio_s"] = round(sum(t.duration for t in heard), 1)

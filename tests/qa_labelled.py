@@ -2,8 +2,9 @@
 
 Every call lists the rules (and tags) that must fire on it; every other rule of the
 default set must not. Text-level transcripts in English and Chinese, turns four
-seconds apart; the English ones are also spoken (espeak-ng, stereo) by
-``bench/qa_rules.py``, which puts them through the model first. Written as the
+seconds apart (with the call's analytics where a rule measures them); the English
+ones without are also spoken (espeak-ng, stereo) by ``bench/qa_rules.py``, which
+puts them through the model first. Written as the
 wordings callers and agents use, not as the rules' own examples.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from asr_tasks.audit.rules import Rule, audit
 from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
@@ -27,14 +28,25 @@ class Labelled:
     name: str
     turns: tuple[tuple[str, str], ...]  # (speaker, text)
     fires: frozenset[str]  # rule ids (tag rules too) that must fire; every other must not
+    analytics: tuple[tuple[str, Any], ...] = ()  # the call's analytics, where a rule measures them
 
     @property
     def english(self) -> bool:
         return all(ord(c) < 0x2E80 for _, text in self.turns for c in text)
 
+    @property
+    def spoken(self) -> bool:
+        """Whether speaking it keeps its labels: English, and nothing measured that speech would not reproduce."""
+        return self.english and not self.analytics
 
-def _call(name: str, fires: Iterable[str], *turns: tuple[str, str]) -> Labelled:
-    return Labelled(name, tuple(turns), frozenset(fires))
+
+def _call(name: str, fires: Iterable[str], *turns: tuple[str, str], **analytics: Any) -> Labelled:
+    return Labelled(name, tuple(turns), frozenset(fires), tuple(analytics.items()))
+
+
+def _talk(agent: float, customer: float, agent_interrupts: int = 0) -> dict[str, Any]:
+    return {"agent": {"talk_seconds": agent, "interruptions": agent_interrupts},
+            "customer": {"talk_seconds": customer, "interruptions": 0}}
 
 
 def a(text: str) -> tuple[str, str]:
@@ -205,6 +217,20 @@ CALLS = [
     _call("en_card_by_context", {"card-number-read-out"}, EN_DISCLOSE, c("I would like to pay my bill."),
           a("Sure, what is the card number?"), c("Four five three nine, one four eight eight, zero three four three, "
                                                  "six four six seven.")),
+    # what the analytics measure: holds, who talks, who talks over whom
+    _call("en_long_hold", {"long-hold"}, EN_DISCLOSE, c("Can you check my last payment?"),
+          a("Let me look, please hold."), a("Thank you for holding, it arrived on Monday."),
+          silences=[[12.0, 95.0]], speakers=_talk(20.0, 8.0)),
+    _call("en_short_hold", set(), EN_DISCLOSE, c("Can you check my last payment?"), a("One moment please."),
+          a("It arrived on Monday."), silences=[[12.0, 30.0]], speakers=_talk(20.0, 8.0)),
+    _call("zh_agent_monologue", {"agent-dominates"}, ZH_DISCLOSE, a("我给您详细介绍一下这款产品的特点和历史表现。"),
+          c("嗯。"), speakers=_talk(240.0, 12.0)),
+    _call("zh_balanced", set(), ZH_DISCLOSE, a("请问有什么可以帮您？"), c("我想了解一下这款产品。"),
+          speakers=_talk(60.0, 45.0)),
+    _call("en_talks_over", {"agent-interrupts"}, EN_DISCLOSE, c("I wanted to ask about"), a("Yes, yes, the fees."),
+          speakers=_talk(50.0, 40.0, agent_interrupts=9)),
+    _call("en_few_overlaps", set(), EN_DISCLOSE, c("I wanted to ask about the fees."), a("Of course."),
+          speakers=_talk(50.0, 40.0, agent_interrupts=2)),
     _call("en_reference_only", set(), EN_DISCLOSE, c("My reference is 55 12 90."), a("Thanks, I have found it."),
           c("Great.")),
 ]
@@ -218,7 +244,7 @@ def transcript_of(call: Labelled) -> Transcript:
     segments = [Segment(rec.recording_id, 0 if who == "agent" else 1, who, 4.0 * n, 4.0 * n + 3.5, text)
                 for n, (who, text) in enumerate(call.turns)]
     return Transcript(recording=rec, duration=4.0 * len(segments), segments=segments, language=None, model="m",
-                      pipeline_version="1")
+                      pipeline_version="1", analytics=dict(call.analytics))
 
 
 def fired(transcripts: list[Transcript], rules: list[Rule], policy: Policy) -> list[set[str]]:
