@@ -14,7 +14,8 @@ import pytest
 from asr_tasks import PIPELINE_VERSION
 from asr_tasks.audit.redaction import KindCount, RedactionReport
 from asr_tasks.audit.reports import report_csv, run_audit, stored_audit
-from asr_tasks.audit.rules import AuditResult, RuleError, audit, load_rule_set, load_rules, normalise
+from asr_tasks.audit.phrases import Phrase
+from asr_tasks.audit.rules import AuditResult, RuleError, audit, load_rule_set, load_rules
 from asr_tasks.config import PROJECT_ROOT, Settings
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.intake.stores import LocalStore, put_json
@@ -85,8 +86,8 @@ def test_english_phrases_match_on_word_boundaries_after_normalisation() -> None:
                           ("customer", 10.0, 12.0, "Is it risk freely available?"),
                           ("agent", 13.0, 15.0, "We never say unguaranteed returns.")], agent="AG-9")
     assert found(audit([english], rules, DAY).findings) == {("en", "promise-of-return", "agent", 6.0)}
-    assert normalise("Ｇｕａｒａｎｔｅｅｄ  Return!") == "guaranteed return"
-    assert normalise("保證 收益") == "保证收益"
+    assert Phrase.of("Ｇｕａｒａｎｔｅｅｄ  Return!").words == ("guaranteed", "return")  # what phrases compare
+    assert Phrase.of("保證 收益").words == ("保", "证", "收", "益")
 
 
 def test_luhn_option_keeps_only_valid_card_numbers(tmp_path: Path) -> None:

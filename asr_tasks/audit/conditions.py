@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-from asr_tasks.audit.phrases import Match, Phrase, Token, find, tokens, written
+from asr_tasks.audit.phrases import Match, Phrase, Token, ends, find, tokens, written
 from asr_tasks.models import Segment, Transcript
 from asr_tasks.text.pii_policy import Spoken, luhn
 from asr_tasks.text.turns import is_backchannel
@@ -45,10 +45,6 @@ class Turn:
     tokens: list[Token] = field(default_factory=list)
 
 
-_ENDS_SENTENCE = re.compile(r"([;:!?；：！？。…]|(?<!\d)\.)\s*$")
-_ENDS_CLAUSE = re.compile(r"[,，、]\s*$")
-
-
 class Call:
     """A transcript as conditions read it: each speaker's turns as tokens (a turn runs until the other speaker
     says more than a back-channel), its segments for the seconds, its analytics. A segment that ends without
@@ -74,10 +70,8 @@ class Call:
             clause, sentence = numbers[seg.speaker]
             toks = tokens(seg.text, n, clause, sentence)
             if toks:
-                text = seg.text.rstrip()
-                ended = _ENDS_SENTENCE.search(text) is not None
-                numbers[seg.speaker] = (toks[-1].clause + (ended or _ENDS_CLAUSE.search(text) is not None),
-                                        toks[-1].sentence + ended)
+                clause_ends, sentence_ends = ends(seg.text)
+                numbers[seg.speaker] = (toks[-1].clause + clause_ends, toks[-1].sentence + sentence_ends)
             turn = self.turns[at]
             step = (seg.end - seg.start) / max(len(toks), 1)
             for k, _ in enumerate(toks):  # spread evenly over the segment: a token's seconds, roughly

@@ -30,8 +30,11 @@ from asr_tasks.chars import CJK_CHAR, CJK_RANGES
 
 # "can't" is "ca" + "n't", so that "n't" is a token (read "not") of its own
 _TOKEN = re.compile(rf"[^\W_{CJK_RANGES}]+?(?=n['’]t\b)|n['’]t\b|[{CJK_RANGES}]|%|[^\W_{CJK_RANGES}]+", re.UNICODE)
-_SENTENCE = re.compile(r"[;:!?；：！？。…]|\.(?!\d)")  # a full stop only where it is not a decimal point
-_CLAUSE = re.compile(r"[,，、]")
+SENTENCE_MARKS, CLAUSE_MARKS = ";:!?；：！？。…", ",，、"
+_SENTENCE = re.compile(f"[{SENTENCE_MARKS}]|\\.(?!\\d)")  # a full stop only where it is not a decimal point
+_CLAUSE = re.compile(f"[{CLAUSE_MARKS}]")
+_ENDS_SENTENCE = re.compile(f"([{SENTENCE_MARKS}]|(?<!\\d)\\.)\\s*$")
+_ENDS_CLAUSE = re.compile(f"[{CLAUSE_MARKS}]\\s*$")
 _QUESTION = re.compile(r"[?？]\s*$|[吗呢么]\s*$")
 # spellings without the apostrophe, read as their two words
 _RUN_TOGETHER = {w + "nt": (w, "not") for w in ("ca", "do", "does", "did", "wo", "is", "are", "was", "were",
@@ -101,6 +104,12 @@ def _fold_word(word: str) -> str:
 def fold(text: str) -> str:
     """What a phrase is compared as: its tokens' folded words."""
     return " ".join(t.text for t in tokens(text))
+
+
+def ends(text: str) -> tuple[bool, bool]:
+    """Whether a text ends its clause and whether it ends its sentence (a segment that ends neither runs on)."""
+    sentence = _ENDS_SENTENCE.search(text) is not None
+    return sentence or _ENDS_CLAUSE.search(text) is not None, sentence
 
 
 def tokens(text: str, segment: int = 0, clause: int = 0, sentence: int = 0) -> list[Token]:

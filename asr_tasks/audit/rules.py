@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from asr_tasks.audit import conditions, phrases
+from asr_tasks.audit import conditions
 from asr_tasks.audit.conditions import Call, Condition, Hit
 from asr_tasks.audit.redaction import RedactionReport
 from asr_tasks.audit.rule_yaml import RuleError, line_of, no_repeated_keys
@@ -48,7 +47,6 @@ COMMON = {"id", "kind", "severity", "description", "examples", "counter_examples
 # severity for a category
 CONDITION_FIELDS = {"id", "severity", "tag", "description", "speaker", "when", "require", "examples",
                     "counter_examples"}
-_PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
 _TAG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 
@@ -138,13 +136,6 @@ class AuditResult:
     def summary(self) -> dict[str, Any]:
         """The totals and the findings per agent: what the reports and ``asr audit`` show the QA team."""
         return {**self.totals(), "by_agent": dict(sorted(Counter(f.agent_id or "-" for f in self.findings).items()))}
-
-
-def normalise(text: str) -> str:
-    """A phrase as a reader compares it: simplified script, width- and case-folded, no punctuation."""
-    text = _PUNCT.sub(" ", unicodedata.normalize("NFKC", phrases.fold(text)))
-    text = re.sub(r"\s+", " ", text).strip()
-    return re.sub(r"(?<=[\u3400-\u9fff]) (?=[\u3400-\u9fff])", "", text)
 
 
 def rule_files(folder: Path) -> list[Path]:
