@@ -214,3 +214,4 @@ class SearchHit(_Serialisable):
     agent_id: str | None = None
     score: float = 0.0
     quality: str | None = None  # the recording's quality gate outcome (a GateOutcome)
+    confidence: float | None = None  # how sure the model was of the segment's words (``query.confidence``)

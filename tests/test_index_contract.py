@@ -7,6 +7,8 @@ states, and rewrites that replace instead of duplicating.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import uuid
 from typing import Any, Iterator
@@ -18,6 +20,7 @@ from asr_tasks.config import IndexSettings, Settings
 from asr_tasks.index.backends import open_index
 from asr_tasks.index.base import TranscriptIndex
 from asr_tasks.index.elasticsearch import ElasticsearchIndex, ElasticsearchIndexError
+from asr_tasks.index.export import export
 from asr_tasks.index.query import CursorError, Filters
 from asr_tasks.models import Quarantine, Recording, Segment, Transcript, recording_id_for
 from asr_tasks.states import RecordingState
@@ -448,3 +451,19 @@ def test_a_reindex_keeps_the_tags_and_a_new_version_has_none(index: TranscriptIn
     index.replace_recording(_transcript(new, [("agent", 1.0, 4.5, "保证收益")]))
     assert index.recording(new.recording_id)["tags"] == []  # type: ignore[index]
     assert index.search_page("收益", Filters(tags=("complaint",))).hits == []
+
+
+def test_hits_say_how_sure_the_model_was(index: TranscriptIndex) -> None:
+    """Each hit carries the model's confidence in its segment (the geometric mean of its words' probabilities),
+    alike in both backends, and the export carries it too."""
+    rec = _recording("calls/2026/11/29/unsure.wav", agent="AG-3")
+    index.replace_recording(Transcript(recording=rec, duration=10.0, language="en", model="m", pipeline_version="1",
+                                       quality="pass", segments=[
+        Segment(rec.recording_id, 0, "agent", 0.0, 2.0, "the premium is due monthly", avg_logprob=-0.1),
+        Segment(rec.recording_id, 1, "customer", 2.5, 4.0, "the premium seems high", avg_logprob=-1.5),
+    ]))
+    hits = {h.speaker: h for h in index.search("premium", agent="AG-3")}
+    assert hits["agent"].confidence == pytest.approx(math.exp(-0.1), abs=1e-3)
+    assert hits["customer"].confidence == pytest.approx(math.exp(-1.5), abs=1e-3)
+    rows = json.loads("".join(export(index, "premium", Filters(agent="AG-3"), "json")))
+    assert sorted(r["confidence"] for r in rows) == sorted(h.confidence for h in hits.values())

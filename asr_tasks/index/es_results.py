@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from asr_tasks.index.query import restore_highlight
+from asr_tasks.index.query import confidence, restore_highlight
 from asr_tasks.models import SearchHit
 
 HIGHLIGHT_FIELD = "text.en"
@@ -25,6 +25,7 @@ def search_hit(hit: dict[str, Any], open_tag: str, close_tag: str) -> SearchHit:
         speaker=src["speaker"], channel=src["channel"], start=src["start"], end=src["end"], text=src["text"],
         highlight=restore_highlight(src["text"], marked, open_tag, close_tag), agent_id=src.get("agent_id"),
         score=round(float(hit.get("_score") or 0.0), 4), quality=src.get("quality"),
+        confidence=confidence(src.get("avg_logprob")),
     )
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence, Union
@@ -338,6 +339,15 @@ def decode_cursor(token: str, length: int) -> list[Any]:
             or not all(v is None or (isinstance(v, (int, float, str)) and not isinstance(v, bool)) for v in values)):
         raise CursorError(f"invalid page cursor {token!r}: not a cursor of this index")
     return values
+
+
+def confidence(avg_logprob: float | None) -> float | None:
+    """How sure the model was of a segment, 0-1: the geometric mean of its words' probabilities (the engines give
+    ``avg_logprob`` as the mean log probability of the words, where they give words), so an auditor can tell a
+    hit the model heard clearly from one it guessed at. None where the engine gave none."""
+    if avg_logprob is None:
+        return None
+    return round(math.exp(min(float(avg_logprob), 0.0)), 3)
 
 
 def clock(seconds: float) -> str:

@@ -28,6 +28,7 @@ from asr_tasks.index.query import (
     Filters,
     SearchPage,
     blank,
+    confidence,
     decode_cursor,
     encode_cursor,
     restore_highlight,
@@ -265,6 +266,7 @@ class SqliteIndex(TranscriptIndex):
                 agent_id=row["agent_id"],
                 score=round(-k["score"], 4),
                 quality=row["quality"],
+                confidence=confidence(row["avg_logprob"]),
             ))
         cursor = encode_cursor([keys[-1]["score"], keys[-1]["rowid"]]) if more and keys else None
         return SearchPage(hits, cursor)
