@@ -38,7 +38,7 @@ def test_table_for_people_with_pages(env: dict[str, str]) -> None:
     first = asr(env, "收益 | returns", "--limit", "2")
     assert first.returncode == 0, first.stderr
     lines = first.stdout.splitlines()
-    assert lines[0].split() == ["DATE", "AGENT", "SPEAKER", "TIME", "RECORDING", "QUALITY", "SURE", "TEXT"]
+    assert lines[0].split() == ["DATE", "AGENT", "SPEAKER", "TIME", "RECORDING", "QUALITY", "TEXT"]
     assert lines[0].index("TEXT") == lines[1].index(lines[1].split("  ")[-1].strip())  # columns line up
     assert len(lines) == 4 and lines[-1].startswith("more hits: add --after ")
     rest = asr(env, "收益 | returns", "--limit", "2", "--after", lines[-1].split()[-1])

@@ -251,10 +251,8 @@ def print_hits(args: argparse.Namespace, page: Any) -> None:
         return
     tty = sys.stdout.isatty()
     rows = [[h.call_date or "-", h.agent_id or "-", h.speaker, f"{clock(h.start)}-{clock(h.end)}", h.key,
-             "review" if h.quality == GateOutcome.FLAGGED else "",
-             "-" if h.confidence is None else f"{h.confidence:.0%}", _format_highlight(h.highlight, tty)]
-            for h in page.hits]
-    print(table(["DATE", "AGENT", "SPEAKER", "TIME", "RECORDING", "QUALITY", "SURE", "TEXT"], rows))
+             "review" if h.quality == GateOutcome.FLAGGED else "", _format_highlight(h.highlight, tty)] for h in page.hits]
+    print(table(["DATE", "AGENT", "SPEAKER", "TIME", "RECORDING", "QUALITY", "TEXT"], rows))
     if args.urls:  # the call page of each hit, opened at its second with the search's words marked
         base = get_settings().web.search_url.rstrip("/")
         for h in page.hits:
