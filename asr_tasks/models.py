@@ -215,3 +215,4 @@ class SearchHit(_Serialisable):
     score: float = 0.0
     quality: str | None = None  # the recording's quality gate outcome (a GateOutcome)
     confidence: float | None = None  # how sure the model was of the segment's words (``query.confidence``)
+    match: str | None = None  # how the search matched it: exact, sound or fuzzy (``text.sounds.MATCH_KINDS``)

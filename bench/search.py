@@ -4,7 +4,10 @@ Writes synthetic calls (Chinese and English sentences drawn from a finance
 call-centre vocabulary, 500 segments per recording, spread over a year and 50
 agents) through ``replace_recording``, then times ``search`` for a two-character
 Chinese word, an English phrase, the same with filters, a deep page, and the
-per-agent/day counts. SQLite's index is kept in var/bench/ and reused while it has
+per-agent/day counts, each exact and tolerant (``~term``, ``--sounds-like``:
+``asr_tasks.text.sounds``). Some segments carry the target words as a recogniser
+may write them wrongly (手益 for 收益, "garanteed return"), which only a tolerant
+search finds; ``matches`` gives each query's matching segments in both modes. SQLite's index is kept in var/bench/ and reused while it has
 the requested size; ``--backend elasticsearch`` starts the test suite's
 Elasticsearch 9 node (tests/services.py: one node, ``--es-heap``, security and
 TLS on, the analysers of its minimal distribution) and builds the index afresh,
@@ -16,8 +19,9 @@ with ``es_refresh: false`` as a backfill would, then refreshes once.
 ``--quick`` times the same searches on 20,000 segments, five runs each, in an
 SQLite index of its own (var/bench/search-quick.sqlite). The JSON's keys:
 ``backend``, ``segments``, ``index_mb``, ``build_seconds``,
-``segments_per_second``, ``matches``, ``latency`` (per search: ``p50_ms``,
-``p95_ms``, ``max_ms``).
+``segments_per_second``, ``matches`` (per mode, ``exact`` and ``tolerant``: per
+query, its matching segments), ``latency`` (per search: ``p50_ms``, ``p95_ms``,
+``max_ms``).
 """
 
 from __future__ import annotations
@@ -52,6 +56,8 @@ EN_WORDS = ["the", "fund", "account", "rate", "we", "can", "your", "payment", "c
             "please", "confirm", "policy", "number", "balance", "transfer", "market", "risk", "every", "year",
             "month", "deposit", "minimum", "investment", "plan", "return", "returns", "call"]
 EN_TARGET = "guaranteed return"  # as a phrase in about 1 % of the English segments
+MISHEARD = {ZH_TARGET: "手益", EN_TARGET: "garanteed return"}  # as the model may write them, in 0.5 % more
+COMPARED = [ZH_TARGET, f'"{EN_TARGET}"', "理财", "account", "payment card"]  # queries counted in both modes
 
 
 def synthetic_text(rng: random.Random) -> str:
@@ -59,10 +65,14 @@ def synthetic_text(rng: random.Random) -> str:
         words = rng.choices(ZH_WORDS, k=rng.randint(6, 16))
         if rng.random() < 0.03:
             words.insert(rng.randrange(len(words)), ZH_TARGET)
+        elif rng.random() < 0.005:
+            words.insert(rng.randrange(len(words)), MISHEARD[ZH_TARGET])
         return "".join(words) + rng.choice("。？，")
     words = rng.choices(EN_WORDS, k=rng.randint(6, 18))
     if rng.random() < 0.01:
         words.insert(rng.randrange(len(words)), EN_TARGET)
+    elif rng.random() < 0.005:
+        words.insert(rng.randrange(len(words)), MISHEARD[EN_TARGET])
     return " ".join(words).capitalize() + "."
 
 
@@ -100,8 +110,8 @@ def segment_count(index: TranscriptIndex) -> int:
     return int(index.client.count(index=index.alias("segments"))["count"])
 
 
-def matches(index: TranscriptIndex, query: str) -> int:
-    return sum(c.segments for c in index.counts(query))
+def matches(index: TranscriptIndex, query: str, filters: Filters = Filters()) -> int:
+    return sum(c.segments for c in index.counts(query, filters))
 
 
 def main() -> None:
@@ -146,8 +156,9 @@ def main() -> None:
     print(f"{args.backend}: {results['segments']:,} segments, {results['index_mb']} MiB"
           + (f", built in {build_seconds} s ({results['segments_per_second']:,} segments/s)" if build_seconds
              else " (reused)")
-          + f"; matches: {ZH_TARGET} {results['matches'][ZH_TARGET]:,}, \"{EN_TARGET}\" "
-          + f"{results['matches'][EN_TARGET]:,}")
+          + "; matching segments, exact / tolerant: "
+          + ", ".join(f"{q} {results['matches']['exact'][q]:,} / {results['matches']['tolerant'][q]:,}"
+                      for q in COMPARED))
     for name, t in results["latency"].items():
         print(f"  {name:45} p50 {t['p50_ms']:8.2f} ms   p95 {t['p95_ms']:8.2f} ms   max {t['max_ms']:8.2f} ms")
 
@@ -165,21 +176,32 @@ def measure(index: TranscriptIndex, args: argparse.Namespace, build_seconds: flo
     for _ in range(10):  # the cursor of page 11
         deep_after = index.search_page(ZH_TARGET, size=20, after=deep_after).next_after
     june = Filters(date_from="2026-06-01", date_to="2026-06-30", agent="AG-0007", speaker="agent")
+    alike = Filters(sounds_like=True)
+    combined = f'{ZH_TARGET} | "{EN_TARGET}" -风险'
     return {
         "backend": args.backend,
         "segments": segments,
         "index_mb": index_mib(index, args.index),
         "build_seconds": build_seconds,
         "segments_per_second": round(segments / build_seconds) if build_seconds else None,
-        "matches": {ZH_TARGET: matches(index, ZH_TARGET), EN_TARGET: matches(index, f'"{EN_TARGET}"')},
+        "matches": {"exact": {q: matches(index, q) for q in COMPARED},
+                    "tolerant": {q: matches(index, q, alike) for q in COMPARED}},
         "latency": {
             f"{ZH_TARGET} (top 20)": timed(lambda: index.search(ZH_TARGET, limit=20), args.runs),
             f'"{EN_TARGET}" (top 20)': timed(lambda: index.search(f'"{EN_TARGET}"', limit=20), args.runs),
             f"{ZH_TARGET}, one agent, June, agent side": timed(lambda: index.search_page(ZH_TARGET, june), args.runs),
             f"{ZH_TARGET}, page 11": timed(lambda: index.search_page(ZH_TARGET, after=deep_after), args.runs),
             f"{ZH_TARGET} | \"{EN_TARGET}\" -风险 (top 20)": timed(
-                lambda: index.search(f'{ZH_TARGET} | "{EN_TARGET}" -风险', limit=20), args.runs),
+                lambda: index.search(combined, limit=20), args.runs),
             f"{ZH_TARGET}: counts per agent and day": timed(lambda: index.counts(ZH_TARGET), max(args.runs // 5, 3)),
+            f"~{ZH_TARGET} (top 20)": timed(lambda: index.search(f"~{ZH_TARGET}", limit=20), args.runs),
+            f'~"{EN_TARGET}" (top 20)': timed(lambda: index.search(f'~"{EN_TARGET}"', limit=20), args.runs),
+            f"sounds like: {combined} (top 20)": timed(
+                lambda: index.search_page(combined, alike, size=20), args.runs),
+            f"~{ZH_TARGET}, one agent, June, agent side": timed(
+                lambda: index.search_page(f"~{ZH_TARGET}", june), args.runs),
+            f"~{ZH_TARGET}: counts per agent and day": timed(lambda: index.counts(f"~{ZH_TARGET}"),
+                                                             max(args.runs // 5, 3)),
         },
     }
 

@@ -114,8 +114,11 @@ def check_retention(r: Report) -> None:
 
 def check_search(r: Report) -> None:
     assert r["backend"] == "sqlite" and r["segments"] == 20_000
-    assert positive(r["index_mb"], r["build_seconds"], r["segments_per_second"], *r["matches"].values())
-    assert len(r["latency"]) == 6 and all(positive(t["p50_ms"], t["max_ms"]) for t in r["latency"].values())
+    exact, tolerant = r["matches"]["exact"], r["matches"]["tolerant"]
+    assert positive(r["index_mb"], r["build_seconds"], r["segments_per_second"], *exact.values())
+    assert exact.keys() == tolerant.keys() and all(tolerant[q] >= exact[q] for q in exact)
+    assert tolerant["收益"] > exact["收益"]  # the misheard 手益 too
+    assert len(r["latency"]) == 11 and all(positive(t["p50_ms"], t["max_ms"]) for t in r["latency"].values())
 
 
 def check_spot_check(r: Report) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from misheard import homophone_of
 from stored_text import StoredText
 
 from asr_tasks import PIPELINE_VERSION
@@ -356,6 +357,25 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
     card = next(f for f in report["findings"] if f["rule_id"] == "card-number-read-out")
     assert card["speaker"] == "agent" and 15.0 < card["start"] < card["end"] <= 33.0  # said from ~17 s to ~31 s
     assert card["matched_text"].startswith("[CARD ****")  # found before masking, stored masked
+
+    # What was said, where the model wrote it wrong: the Mandarin call's word with a character of the same sound,
+    # and the English phrase misspelt, miss exactly and are found by a tolerant search (the words the model wrote,
+    # so whatever the CPU's int8 kernels made of the clips).
+    heard = homophone_of(word)
+    exact = json.loads(run([asr, "search", heard, "--json"], env).stdout)
+    assert not any(h["key"].endswith("call_0009_zh.flac") for h in exact), (heard, exact)
+    alike = json.loads(run([asr, "search", heard, "--sounds-like", "--json"], env).stdout)
+    assert {(h["key"].rsplit("/", 1)[-1], h["match"]) for h in alike} == {("call_0009_zh.flac", "sound")}, heard
+    fuzzy = json.loads(run([asr, "search", '~"ask knot what your cuntry"', "--json"], env).stdout)
+    assert [(h["key"].rsplit("/", 1)[-1], h["match"]) for h in fuzzy][:1] == [("call_0005_jfk.flac", "fuzzy")]
+    # Saved, the same search runs with the day's audit: its hit is a finding of its own rule.
+    proc = run([asr, "watch", "add", "said", heard, "--sounds-like", "--severity", "low"], env)
+    assert proc.returncode == 0, proc.stderr
+    rerun = json.loads(run([asr, "audit", "--date", DAY, "--rerun", "--json"], env).stdout)
+    assert {(f["key"].rsplit("/", 1)[-1], f["rule_id"], f["severity"]) for f in rerun["findings"]
+            if f["rule_id"].startswith("watch:")} == {("call_0009_zh.flac", f"watch:{getpass.getuser()}/said", "low")}
+    assert run([asr, "watch", "remove", "said"], env).returncode == 0
+    assert run([asr, "audit", "--date", DAY, "--rerun"], env).returncode == 0  # the day's audit as the DAG left it
 
     # The README's sample output is this day's: make demo's sections and its console blocks.
     assert check_readme_sample_output(env) >= 4

@@ -259,6 +259,7 @@ def test_templates_yearly_indices_and_bulk_actions(index: ElasticsearchIndex, es
         "customer_id": "CU-9", "direction": "inbound", "quality": "pass", "model": "whisper-base",
         "pipeline_version": "3", "segment_id": f"{rec.recording_id}-00001", "seq": 1, "channel": 1,
         "speaker": "customer", "start": 2.0, "end": 3.5, "text": "那风险呢？", "avg_logprob": -0.25,
+        "tokens": "那 风 险 呢", "sounds": "la fen xian le", "tones": "na4 feng1 xian3 ne5",  # what it sounds like
         "no_speech_prob": 0.01, "language": "zh",
         "non_talk_share": None, "agent_interruptions": None, "customer_interruptions": None,  # no analytics here
     }
@@ -368,6 +369,7 @@ def test_search_query_filters_highlight_and_pages(index: ElasticsearchIndex, es:
         "sort": [{"_score": "desc"}, {"recording_id": "asc"}, {"seq": "asc"}],
         "size": 3,
         "track_total_hits": False,
+        "_source": {"excludes": ["tokens", "sounds", "tones"]},
         "highlight": {"pre_tags": ["\x02"], "post_tags": ["\x03"], "fields": {"text.en": {"number_of_fragments": 0}}},
     }
     assert [(h.recording_id, h.start, h.end, h.speaker, h.agent_id, h.call_date, h.score) for h in page.hits] == [

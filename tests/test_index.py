@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from asr_tasks.index.query import restore_highlight
-from asr_tasks.index.sqlite import SqliteIndex, index_text, match_expression
+from asr_tasks.index.fts5 import index_text, match_expression
+from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.models import Quarantine, Recording, Segment, Transcript, recording_id_for
 from asr_tasks.states import RecordingState
 
@@ -80,7 +81,7 @@ def test_query_syntax_never_errors(index: SqliteIndex) -> None:
     for query in ['"unbalanced', "AND OR NOT", "(", "*", "col:val", "NEAR(a b)", "'", "  ", "。，！"]:
         index.search(query)  # must not raise
     assert index.search("   ") == []
-    assert match_expression('guarantee "a return" 收益') == '"guarantee" AND "a return" AND "收 益"'
+    assert match_expression('guarantee "a return" 收益') == 'body : "guarantee" AND body : "a return" AND body : "收 益"'
 
 
 def test_rewriting_a_recording_never_duplicates(index: SqliteIndex) -> None:

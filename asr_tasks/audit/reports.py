@@ -16,6 +16,7 @@ from typing import Any
 
 from asr_tasks.audit.redaction import RedactionReport, redaction_report
 from asr_tasks.audit.rules import AuditResult, Finding, RuleSet, audit
+from asr_tasks.audit.saved_searches import SavedSearches, watch_findings
 from asr_tasks.config import Settings
 from asr_tasks.index.base import TranscriptIndex
 from asr_tasks.intake.artefacts import Artefacts
@@ -92,16 +93,20 @@ def day_transcripts(call_date: str, artefacts: Artefacts, settings: Settings) ->
 
 def run_audit(call_date: str, rules: RuleSet, index: TranscriptIndex, store: ObjectStore,
               settings: Settings) -> AuditResult:
-    """Audit a day's gated transcripts (from storage), store the findings and write the day's report (HTML, CSV, JSON).
+    """Audit a day's gated transcripts (from storage) and run the saved searches over the day, store the findings
+    and write the day's report (HTML, CSV, JSON).
 
     The transcripts come from the artefacts the index was built from, not from the
-    index, so the audit sees the same data (``quality``, ``text_raw``, ...) on every backend.
+    index, so the rules see the same data (``quality``, ``text_raw``, ...) on every backend; the saved searches
+    ask the index, which both backends answer alike.
     """
     artefacts = Artefacts.of(store, settings)
     policy = load_policy(settings.postprocess.path("pii_dir"))
     transcripts = day_transcripts(call_date, artefacts, settings)
     redaction = redaction_report(transcripts, artefacts, settings)  # as stored: before the audit masks in memory
     result = audit(transcripts, rules, call_date, policy)
+    result.findings += watch_findings(call_date, SavedSearches(open_ledger(settings.ledger)).listed(), index)
+    result.findings.sort(key=lambda f: (f.key, f.start, f.rule_id))
     result.redaction = redaction
     index.replace_findings(call_date, [f.to_dict() for f in result.findings])
     index.replace_tags(call_date, result.tags)

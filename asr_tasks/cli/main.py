@@ -21,7 +21,7 @@ from urllib.parse import urlencode
 import yaml
 from rich.console import Console
 
-from asr_tasks.cli import airflow_shell, audit, backfill, progress, records
+from asr_tasks.cli import airflow_shell, audit, backfill, progress, records, watch
 from asr_tasks.cli.console import print_json, table
 from asr_tasks.cli.options import Checked, Parser, commands, option
 from asr_tasks.config import ConfigError, get_settings
@@ -215,7 +215,7 @@ def search_filters(args: argparse.Namespace) -> Filters:
     """The search's filters from its options, checked by the function that checks the API's parameters."""
     filters = Filters(args.date_from, args.date_to, args.agent, args.speaker, args.quality,
                       args.min_non_talk_share, args.min_agent_interruptions, args.min_customer_interruptions,
-                      tags=tuple(args.tag))
+                      tags=tuple(args.tag), sounds_like=args.sounds_like)
     return checked_filters(filters, speaker_names(get_settings().audio), option)
 
 
@@ -256,7 +256,8 @@ def print_hits(args: argparse.Namespace, page: Any) -> None:
     if args.urls:  # the call page of each hit, opened at its second with the search's words marked
         base = get_settings().web.search_url.rstrip("/")
         for h in page.hits:
-            print(f"{base}/call/{h.recording_id}?{urlencode({'q': args.query, 't': f'{h.start:.1f}'})}")
+            asked = {"q": args.query, **({"sounds_like": "1"} if args.sounds_like else {}), "t": f"{h.start:.1f}"}
+            print(f"{base}/call/{h.recording_id}?{urlencode(asked)}")
     if page.next_after:
         print(f"more hits: add --after {page.next_after}")
 
@@ -381,6 +382,9 @@ def add_search(sub: Any) -> None:
                    help="only calls where the customer interrupted N+ times")
     p.add_argument("--tag", action="append", default=[], metavar="TAG",
                    help="only calls the QA audit tagged TAG (complaint, ...); repeated: calls with every one")
+    p.add_argument("--sounds-like", action="store_true",
+                   help="every word also matches what sounds like it or is spelt nearly like it (~word: that word"
+                        " only); exact hits first")
     p.add_argument("--limit", type=int, default=DEFAULT_PAGE_SIZE, action=Checked, check=page_size,
                    help=f"hits per page (default {DEFAULT_PAGE_SIZE})")
     p.add_argument("--after", metavar="CURSOR", help="the next page, as printed after the previous one")
@@ -428,6 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_ui)
 
     audit.add_commands(sub)
+    watch.add_commands(sub)
 
     p = sub.add_parser("reindex", help="rebuild a day's index documents from the gated transcripts (no model)")
     p.add_argument("--date", required=True, action=Checked, check=calendar_day, help="YYYY-MM-DD, the first day")

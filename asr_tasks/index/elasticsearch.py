@@ -60,7 +60,9 @@ from asr_tasks.index.query import (
     to_elasticsearch,
 )
 from asr_tasks.index.query import parse as parse_query
+from asr_tasks.index.tolerant import es_term
 from asr_tasks.models import Quarantine, Recording, Segment, Transcript
+from asr_tasks.text.sounds import FORM_FIELDS, forms
 
 log = logging.getLogger(__name__)
 KINDS = ("segments", "recordings", "findings")
@@ -298,6 +300,7 @@ class ElasticsearchIndex(TranscriptIndex):
                 "start": seg.start,
                 "end": seg.end,
                 "text": seg.text,
+                **forms(seg.text),
                 "avg_logprob": seg.avg_logprob,
                 "no_speech_prob": seg.no_speech_prob,
                 "language": seg.language or transcript.language,
@@ -395,10 +398,11 @@ class ElasticsearchIndex(TranscriptIndex):
 
     def _query(self, query: str, filters: Filters) -> dict[str, Any] | None:
         """The query with its filters; a blank one with filters matches every segment they let through."""
-        node = parse_query(query)
+        node = parse_query(query, filters.sounds_like)
         if node is None:
             return {"bool": {"filter": self._filters(filters)}} if blank(query) and filters.narrows() else None
-        return {"bool": {"must": [to_elasticsearch(node, TEXT_FIELDS)], "filter": self._filters(filters)}}
+        leaf = functools.partial(es_term, fields=TEXT_FIELDS)
+        return {"bool": {"must": [to_elasticsearch(node, leaf)], "filter": self._filters(filters)}}
 
     def search_page(
         self,
@@ -418,6 +422,7 @@ class ElasticsearchIndex(TranscriptIndex):
             "sort": [{"_score": "desc"}, {"recording_id": "asc"}, {"seq": "asc"}],
             "size": size + 1,
             "track_total_hits": False,
+            "_source": {"excludes": list(FORM_FIELDS)},
             "highlight": {
                 "pre_tags": [HL_OPEN],
                 "post_tags": [HL_CLOSE],
@@ -427,7 +432,8 @@ class ElasticsearchIndex(TranscriptIndex):
         if after is not None:
             body["search_after"] = decode_cursor(after, 3)
         hits = self._search("segments", **body)["hits"]["hits"]
-        page = [search_hit(hit, open_tag, close_tag) for hit in hits[:size]]
+        node = parse_query(query, filters.sounds_like)
+        page = [search_hit(hit, node, open_tag, close_tag) for hit in hits[:size]]
         next_after = encode_cursor(hits[size - 1]["sort"]) if len(hits) > size and size > 0 else None
         return SearchPage(page, next_after)
 

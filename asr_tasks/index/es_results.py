@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from asr_tasks.index.query import confidence, restore_highlight
+from asr_tasks.index.query import Node, confidence
+from asr_tasks.index.tolerant import marked
 from asr_tasks.models import SearchHit
 
 HIGHLIGHT_FIELD = "text.en"
@@ -16,16 +17,17 @@ CALL_SOURCES = [{"day": _DAY}, {"key": {"terms": {"field": "key"}}}, {"call": {"
 AGENT_DAY_SOURCES = [{"agent": {"terms": {"field": "agent_id", "missing_bucket": True}}}, {"day": _DAY}]
 
 
-def search_hit(hit: dict[str, Any], open_tag: str, close_tag: str) -> SearchHit:
-    """A segment hit, its highlight (from ``text.en``) mapped back onto the segment's own text."""
+def search_hit(hit: dict[str, Any], node: Node | None, open_tag: str, close_tag: str) -> SearchHit:
+    """A segment hit, its highlight (from ``text.en``, and where the query's tolerant terms matched) mapped back
+    onto the segment's own text."""
     src = hit["_source"]
-    marked = (hit.get("highlight", {}).get(HIGHLIGHT_FIELD) or [src["text"]])[0]
+    exact = (hit.get("highlight", {}).get(HIGHLIGHT_FIELD) or [src["text"]])[0]
+    highlight, match = marked(src["text"], exact, node, open_tag, close_tag)
     return SearchHit(
         recording_id=src["recording_id"], key=src["key"], call_date=src.get("call_date") or "",
         speaker=src["speaker"], channel=src["channel"], start=src["start"], end=src["end"], text=src["text"],
-        highlight=restore_highlight(src["text"], marked, open_tag, close_tag), agent_id=src.get("agent_id"),
-        score=round(float(hit.get("_score") or 0.0), 4), quality=src.get("quality"),
-        confidence=confidence(src.get("avg_logprob")),
+        highlight=highlight, agent_id=src.get("agent_id"), score=round(float(hit.get("_score") or 0.0), 4),
+        quality=src.get("quality"), confidence=confidence(src.get("avg_logprob")), match=match,
     )
 
 

@@ -18,7 +18,7 @@ from asr_tasks.text.spreadsheet import spreadsheet_safe
 
 EXPORT_PAGE = 2000  # hits per index query: fewer, larger pages (each ranks the whole match), memory still flat
 FIELDS = ["recording_id", "key", "call_date", "agent_id", "speaker", "channel", "start", "end", "quality", "confidence",
-          "text"]
+          "match", "text"]
 FORMATS = ("csv", "json")
 
 

@@ -3,6 +3,9 @@
 The grammar is simple_query_string's: words and ``"quoted phrases"`` are ANDed
 (``+`` may be written explicitly), ``|`` is OR, a leading ``-`` excludes a word,
 phrase or ``( group )``. AND binds tighter than OR (``a b | c`` is ``(a b) | c``).
+A leading ``~`` makes a word, phrase or group tolerant: it also matches what sounds
+like it or is spelt nearly like it (``asr_tasks.text.sounds``); a sounds-like search
+(``Filters.sounds_like``) makes every term so.
 Every word is matched as a phrase of its tokens, so ``保证收益`` and ``e-mail`` match
 only consecutively. An exclusion needs something positive beside it (``-风险``
 alone finds nothing). Any input parses: stray quotes and parentheses close at the
@@ -40,9 +43,10 @@ _BARE_END = re.compile(r'[\s"()|]')
 
 @dataclass(frozen=True)
 class Term:
-    """One word or quoted phrase as the user wrote it."""
+    """One word or quoted phrase as the user wrote it; ``tolerant``: matched by sound and spelling too."""
 
     text: str
+    tolerant: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,7 @@ Node = Union[Term, And, Or]
 
 
 def _tokens(query: str) -> Iterator[tuple[str, str]]:
-    """(kind, text) pairs: PHRASE, WORD, '(', ')', '|', '+', '-'."""
+    """(kind, text) pairs: PHRASE, WORD, '(', ')', '|', '+', '-', '~'."""
     i, n = 0, len(query)
     while i < n:
         ch = query[i]
@@ -76,7 +80,7 @@ def _tokens(query: str) -> Iterator[tuple[str, str]]:
         elif ch in "()|":
             yield ch, ch
             i += 1
-        elif ch in "+-":
+        elif ch in "+-~":
             # An operator only when attached to what follows ("-risk"); inside a word ("e-mail") it is text.
             if i + 1 < n and not query[i + 1].isspace():
                 yield ch, ch
@@ -142,7 +146,7 @@ class _Parser:
 
     def parse(self) -> Node | None:
         node = self.or_expr()
-        while self.peek() is not None:  # a stray ")" at the top: skip it and go on
+        while self.peek() is not None:  # a stray ")" or "~" at the top: skip it and go on
             self.pos += 1
             node = _and([n for n in (node, self.or_expr()) if n is not None], [])
         return node
@@ -164,11 +168,14 @@ class _Parser:
             if self.peek() == "+":
                 self.pos += 1
                 continue
-            negated = False
-            while self.peek() in ("-", "+"):
+            negated = tolerant = False
+            while self.peek() in ("-", "+", "~"):
                 negated ^= self.peek() == "-"
+                tolerant |= self.peek() == "~"
                 self.pos += 1
             node = self.primary()
+            if node is not None and tolerant:
+                node = tolerate(node)
             if node is not None:
                 (negative if negated else positive).append(node)
         return _and(positive, negative)
@@ -204,9 +211,31 @@ def _and(positive: list[Node], negative: list[Node]) -> Node | None:
     return And(items, tuple(negative))
 
 
-def parse(query: str) -> Node | None:
-    """The query's tree; None when nothing searchable is left."""
-    return _Parser(query).parse()
+def parse(query: str, sounds_like: bool = False) -> Node | None:
+    """The query's tree; None when nothing searchable is left. ``sounds_like``: every term tolerant."""
+    node = _Parser(query).parse()
+    return tolerate(node) if sounds_like and node is not None else node
+
+
+def tolerate(node: Node) -> Node:
+    """The node with every term in it tolerant."""
+    if isinstance(node, Term):
+        return Term(node.text, tolerant=True)
+    if isinstance(node, Or):
+        return Or(tuple(tolerate(i) for i in node.items))
+    return And(tuple(tolerate(i) for i in node.items), tuple(tolerate(i) for i in node.exclude))
+
+
+def terms(node: Node | None, excluded: bool = False) -> Iterator[Term]:
+    """The terms a query asks for (with ``excluded``: those it excludes too), in order."""
+    if isinstance(node, Term):
+        yield node
+    elif node is not None:
+        for item in node.items:
+            yield from terms(item, excluded)
+        if excluded and isinstance(node, And):
+            for item in node.exclude:
+                yield from terms(item, excluded)
 
 
 def blank(query: str) -> bool:
@@ -214,31 +243,36 @@ def blank(query: str) -> bool:
     return _WORD.search(query) is None
 
 
-def to_fts5(node: Node, words: Callable[[str], list[str]], nested: bool = False) -> str:
-    """An FTS5 MATCH expression: every term a quoted phrase of ``words(term)``."""
+def to_fts5(node: Node, leaf: Callable[[Term], str], nested: bool = False) -> str:
+    """An FTS5 MATCH expression: every term as ``leaf`` renders it (a phrase, or a group of phrases)."""
     if isinstance(node, Term):
-        return '"' + " ".join(words(node.text)) + '"'
+        return leaf(node)
     if isinstance(node, Or):
-        text = " OR ".join(to_fts5(i, words, True) for i in node.items)
+        text = " OR ".join(to_fts5(i, leaf, True) for i in node.items)
         return f"({text})" if nested else text
-    text = " AND ".join(to_fts5(i, words, True) for i in node.items)
+    text = " AND ".join(to_fts5(i, leaf, True) for i in node.items)
     if node.exclude:
         excluded = node.exclude[0] if len(node.exclude) == 1 else Or(node.exclude)
         left = f"({text})" if len(node.items) > 1 else text
-        text = f"{left} NOT {to_fts5(excluded, words, True)}"
+        text = f"{left} NOT {to_fts5(excluded, leaf, True)}"
     return f"({text})" if nested else text
 
 
-def to_elasticsearch(node: Node, fields: list[str]) -> dict[str, Any]:
-    """A bool query whose leaves are one-phrase simple_query_strings over ``fields``."""
+def exact_phrase(term: Term, fields: list[str]) -> dict[str, Any]:
+    """The term as an exact phrase over ``fields``: a one-phrase simple_query_string, which keeps their analysers."""
+    phrase = re.sub(r'["\\]', " ", term.text).strip()
+    return {"simple_query_string": {"query": f'"{phrase}"', "fields": fields, "flags": "PHRASE"}}
+
+
+def to_elasticsearch(node: Node, leaf: Callable[[Term], dict[str, Any]]) -> dict[str, Any]:
+    """A bool query whose leaves are the terms as ``leaf`` renders them."""
     if isinstance(node, Term):
-        phrase = re.sub(r'["\\]', " ", node.text).strip()
-        return {"simple_query_string": {"query": f'"{phrase}"', "fields": fields, "flags": "PHRASE"}}
+        return leaf(node)
     if isinstance(node, Or):
-        return {"bool": {"should": [to_elasticsearch(i, fields) for i in node.items], "minimum_should_match": 1}}
-    bool_query: dict[str, Any] = {"must": [to_elasticsearch(i, fields) for i in node.items]}
+        return {"bool": {"should": [to_elasticsearch(i, leaf) for i in node.items], "minimum_should_match": 1}}
+    bool_query: dict[str, Any] = {"must": [to_elasticsearch(i, leaf) for i in node.items]}
     if node.exclude:
-        bool_query["must_not"] = [to_elasticsearch(i, fields) for i in node.exclude]
+        bool_query["must_not"] = [to_elasticsearch(i, leaf) for i in node.exclude]
     return {"bool": bool_query}
 
 
@@ -256,10 +290,12 @@ class Filters:
     min_customer_interruptions: int | None = None
     rule: str | None = None  # calls with a QA finding of this rule
     tags: tuple[str, ...] = ()  # calls the QA audit tagged with every one of these
+    sounds_like: bool = False  # every term of the query tolerant (matched by sound and spelling too)
 
     def narrows(self) -> bool:
-        """Whether any filter is set: a blank query with one finds every segment the filters let through."""
-        return any(value not in (None, "", ()) for value in vars(self).values())
+        """Whether any filter is set: a blank query with one finds every segment the filters let through (how
+        words are matched narrows nothing)."""
+        return any(value not in (None, "", ()) for name, value in vars(self).items() if name != "sounds_like")
 
 
 MAX_TAG_FILTERS = 20  # tags one search may ask for: each is a clause of every backend's query

@@ -1,10 +1,11 @@
 """The embedded index: SQLite with FTS5, searching Chinese and English alike.
 
-FTS5's tokenizers do not split Chinese into words, so every CJK character is
-indexed as its own token (spaces are inserted at index and query time alike) and
-each query term becomes a phrase: a consecutive run of characters then matches
-exactly like a substring, whether it is a two-character word or a long phrase.
-English goes through the porter stemmer, so "returns" finds "return".
+Every CJK character is a token of its own and each query term a phrase, so a
+consecutive run of characters matches exactly like a substring, whether it is a
+two-character word or a long phrase; English goes through the porter stemmer, so
+"returns" finds "return". A segment's words sound like what its columns of sounds
+and tones say, and its English words are counted in a vocabulary, for tolerant
+terms (``fts5.py``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from asr_tasks.chars import CJK_RANGES
 from asr_tasks.index.base import TranscriptIndex, recording_fields, tag_list, transcript_summary
+from asr_tasks.index.fts5 import FORM_WEIGHTS, FTS_COLUMNS, forget_words, insert_words, match_expression
 from asr_tasks.index.query import (
     HL_CLOSE,
     HL_OPEN,
@@ -31,13 +32,11 @@ from asr_tasks.index.query import (
     confidence,
     decode_cursor,
     encode_cursor,
-    restore_highlight,
-    to_fts5,
 )
 from asr_tasks.index.query import parse as parse_query
+from asr_tasks.index.tolerant import marked
 from asr_tasks.models import Quarantine, SearchHit, Segment, Transcript
 
-_CJK_CHAR = re.compile(f"([{CJK_RANGES}])")
 _RECORDINGS_COLUMN = re.compile(r"\br\.")  # a filter clause that reads the recordings table (alias r)
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS recordings (
@@ -94,18 +93,14 @@ CREATE TABLE IF NOT EXISTS findings (
 );
 CREATE INDEX IF NOT EXISTS findings_date ON findings(call_date);
 CREATE VIRTUAL TABLE IF NOT EXISTS segments_fts USING fts5(
-    body, tokenize = 'porter unicode61 remove_diacritics 2'
+    body, tokens, sounds, tones, tokenize = 'porter unicode61 remove_diacritics 2'
 );
+CREATE TABLE IF NOT EXISTS vocabulary (word TEXT PRIMARY KEY, segments INTEGER NOT NULL) WITHOUT ROWID;
 """
 # Columns of recordings added after index files were first written, and their types.
 ADDED_COLUMNS = {"size": "INTEGER", "quality": "TEXT", "quality_failures": "TEXT", "analytics": "TEXT",
                  "non_talk_share": "REAL", "agent_interruptions": "INTEGER", "customer_interruptions": "INTEGER",
                  "tags": "TEXT"}
-
-
-def index_text(text: str) -> str:
-    """The text as FTS5 sees it: every CJK character a token of its own."""
-    return _CJK_CHAR.sub(r" \1 ", text)
 
 
 def _recording_row(row: sqlite3.Row) -> dict[str, Any]:
@@ -121,15 +116,6 @@ def _stored_tags(tags: list[str]) -> str | None:
     return json.dumps(tag_list(tags), ensure_ascii=False) if tags else None
 
 
-def match_expression(query: str) -> str | None:
-    """A user's query (see asr_tasks.index.query) as an FTS5 expression that cannot be a syntax error.
-
-    Every term becomes a quoted phrase of its tokens; None when nothing searchable is left.
-    """
-    node = parse_query(query)
-    return None if node is None else to_fts5(node, lambda term: re.findall(r"\w+", index_text(term)))
-
-
 class SqliteIndex(TranscriptIndex):
     """Segments and recordings in one SQLite file; safe to reopen, idempotent to rewrite."""
 
@@ -143,6 +129,18 @@ class SqliteIndex(TranscriptIndex):
             for name, kind in ADDED_COLUMNS.items():  # an index file written before these columns existed
                 if name not in have:
                     db.execute(f"ALTER TABLE recordings ADD COLUMN {name} {kind}")
+            if [r[1] for r in db.execute("PRAGMA table_info(segments_fts)")] != FTS_COLUMNS:
+                self._rebuild_words(db)
+
+    @staticmethod
+    def _rebuild_words(db: sqlite3.Connection) -> None:
+        """An index file written before the tokens, sounds and tones were: its full-text table and vocabulary
+        written anew from its segments."""
+        db.execute("DROP TABLE segments_fts")
+        db.execute("DELETE FROM vocabulary")
+        db.executescript(SCHEMA)
+        for rowid, text in db.execute("SELECT rowid, text FROM segments").fetchall():
+            insert_words(db, rowid, text)
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=60)
@@ -175,6 +173,8 @@ class SqliteIndex(TranscriptIndex):
             (bucket, key, recording_id),
         )]
         for rid in old:
+            forget_words(db, [text for (text,) in db.execute("SELECT text FROM segments WHERE recording_id = ?",
+                                                             (rid,))])
             db.execute("DELETE FROM segments_fts WHERE rowid IN (SELECT rowid FROM segments WHERE recording_id = ?)",
                        (rid,))
             db.execute("DELETE FROM segments WHERE recording_id = ?", (rid,))
@@ -206,8 +206,7 @@ class SqliteIndex(TranscriptIndex):
                     (f"{rec.recording_id}-{seq:05d}", rec.recording_id, seq, seg.channel, seg.speaker,
                      seg.start, seg.end, seg.text, seg.avg_logprob, seg.no_speech_prob, seg.language),
                 )
-                db.execute("INSERT INTO segments_fts (rowid, body) VALUES (?, ?)",
-                           (cur.lastrowid, index_text(seg.text)))
+                insert_words(db, int(cur.lastrowid or 0), seg.text)
         return len(transcript.segments)
 
     def record_quarantine(self, quarantine: Quarantine) -> None:
@@ -239,7 +238,8 @@ class SqliteIndex(TranscriptIndex):
         if matched is None:
             return SearchPage([])
         sql, params, expression = matched
-        ranked = "segments_fts.rowid AS rowid, bm25(segments_fts)" if expression else "s.rowid AS rowid, 0.0"
+        ranked = (f"segments_fts.rowid AS rowid, bm25(segments_fts, {FORM_WEIGHTS})" if expression
+                  else "s.rowid AS rowid, 0.0")
         page_sql = f"SELECT rowid, score FROM (SELECT {ranked} AS score {sql})"
         if after is not None:
             page_sql += " WHERE (score, rowid) > (?, ?)"
@@ -251,8 +251,10 @@ class SqliteIndex(TranscriptIndex):
             keys = keys[:size]
             rows = self._hit_rows(db, [k["rowid"] for k in keys], expression) if keys else {}
         hits = []
+        node = parse_query(query, filters.sounds_like) if expression else None
         for k in keys:
             row = rows[k["rowid"]]
+            highlight, match = marked(row["text"], row["hl"], node, open_tag, close_tag)
             hits.append(SearchHit(
                 recording_id=row["recording_id"],
                 key=row["key"],
@@ -262,7 +264,8 @@ class SqliteIndex(TranscriptIndex):
                 start=row["start"],
                 end=row["end"],
                 text=row["text"],
-                highlight=restore_highlight(row["text"], row["hl"], open_tag, close_tag),
+                highlight=highlight,
+                match=match,
                 agent_id=row["agent_id"],
                 score=round(-k["score"], 4),
                 quality=row["quality"],
@@ -345,7 +348,8 @@ class SqliteIndex(TranscriptIndex):
 
         ``joins=False`` joins segments (s) and recordings (r) only as far as the filters need them.
         """
-        expression = match_expression(query)
+        with closing(self._connect()) as db:
+            expression = match_expression(query, filters.sounds_like, db)
         if expression is None and not (blank(query) and filters.narrows()):
             return None
         where = ["segments_fts MATCH ?"] if expression else []

@@ -64,7 +64,7 @@ class AccessLog:
                filters: dict[str, Any] | None = None, hits: int | None = None, detail: str | None = None) -> None:
         if action not in ACTIONS:
             raise ValueError(f"unknown access action {action!r} (actions: {', '.join(ACTIONS)})")
-        kept = {k: v for k, v in (filters or {}).items() if v not in (None, "", ())}
+        kept = {k: v for k, v in (filters or {}).items() if v is not False and v not in (None, "", ())}  # set ones
         if self.policy is not None:  # what a person typed: the query and the filters (the detail is the app's own)
             query = mask_text(query, self.policy) if query else query
             kept = {k: _masked(v, self.policy) for k, v in kept.items()}

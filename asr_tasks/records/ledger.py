@@ -127,6 +127,21 @@ legal_holds = Table(
 )
 
 
+# Saved searches: an auditor's query that the nightly audit runs over each new day (saved_searches.py).
+saved_searches = Table(
+    "saved_search",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("owner", String(255), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("query", Text, nullable=False),
+    Column("filters", Text, nullable=False),  # JSON: the search's filters, by their names in ``Filters``
+    Column("severity", String(20), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("owner", "name", name="saved_search_owner_name"),
+)
+
+
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 

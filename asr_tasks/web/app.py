@@ -33,10 +33,21 @@ from asr_tasks.records.access_log import open_access_log
 from asr_tasks.records.permissions import PERMISSIONS
 from asr_tasks.web.deps import Authorize, guard, single_user
 from asr_tasks.web.pages import permission_probe
-from asr_tasks.web.routers import access_log, audio, call, exports, progress, records, reports, search, unredacted
+from asr_tasks.web.routers import (
+    access_log,
+    audio,
+    call,
+    exports,
+    progress,
+    records,
+    reports,
+    search,
+    unredacted,
+    watches,
+)
 
 # Each router's routes ask for its PERMISSION.
-ROUTERS = (search, audio, unredacted, access_log, call, exports, progress, records, reports)
+ROUTERS = (search, audio, unredacted, access_log, call, exports, progress, records, reports, watches)
 
 
 def security_headers(nonce: str) -> dict[str, str]:

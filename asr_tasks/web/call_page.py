@@ -23,12 +23,15 @@ from typing import Any, Iterable
 from markupsafe import Markup
 
 from asr_tasks.audit.rules import Rule, RuleError, load_rules
+from asr_tasks.audit.saved_searches import WATCH_PREFIX
 from asr_tasks.config import Settings
-from asr_tasks.index.query import Node, Term, clock
+from asr_tasks.index.query import Term, clock, terms
 from asr_tasks.index.query import parse as parse_query
+from asr_tasks.index.tolerant import tolerant_of
 from asr_tasks.models import Segment
 from asr_tasks.states import RecordingState
 from asr_tasks.text.analytics import intersect
+from asr_tasks.text.sounds import spans as sound_spans
 
 TIMELINE_WIDTH = 1000
 LABEL_WIDTH = 70  # the lanes' names, left of the time axis
@@ -57,32 +60,30 @@ def turns(segments: Iterable[Segment]) -> list[Turn]:
     return out
 
 
-def query_terms(query: str) -> list[str]:
-    """The words and phrases a search asked for (not those it excluded), longest first, to mark them in the text."""
-    found: set[str] = set()
-
-    def walk(node: Node) -> None:
-        if isinstance(node, Term):
-            found.add(node.text)
-        else:
-            for item in node.items:  # an And's ``exclude`` is what must not be said: not marked
-                walk(item)
-
-    node = parse_query(query) if query.strip() else None
-    if node is not None:
-        walk(node)
-    return sorted((t for t in found if t.strip()), key=len, reverse=True)
+def query_terms(query: str, sounds_like: bool = False) -> list[Term]:
+    """The words and phrases a search asked for (not those it excluded: they are what must not be said), longest
+    first, to mark them in the text."""
+    node = parse_query(query, sounds_like) if query.strip() else None
+    found = {t for t in terms(node) if t.text.strip()}
+    return sorted(found, key=lambda t: (-len(t.text), t.text, t.tolerant))
 
 
-def marked(text: str, terms: list[str]) -> Markup:
-    """The text escaped, each occurrence of a term in <mark> (case-insensitive)."""
+def marked(text: str, terms: list[Term]) -> Markup:
+    """The text escaped, each occurrence of a term in <mark> (case-insensitive), and where a tolerant term sounds
+    or is spelt like it."""
     if not terms:
         return Markup(html.escape(text))
-    pattern = re.compile("|".join(re.escape(t) for t in terms), re.IGNORECASE)
+    pattern = re.compile("|".join(re.escape(t.text) for t in terms), re.IGNORECASE)
+    spans = [(m.start(), m.end()) for m in pattern.finditer(text)]
+    for term in terms:
+        tolerant = tolerant_of(term)
+        spans += [(s.start, s.end) for s in (sound_spans(text, tolerant) if tolerant else [])]
     out, at = [], 0
-    for match in pattern.finditer(text):
-        out += [html.escape(text[at : match.start()]), f'<mark class="match">{html.escape(match.group())}</mark>']
-        at = match.end()
+    for start, end in sorted(spans):
+        if start < at:
+            continue
+        out += [html.escape(text[at:start]), f'<mark class="match">{html.escape(text[start:end])}</mark>']
+        at = end
     out.append(html.escape(text[at:]))
     # Words of one phrase said together are one match: "<mark>your</mark> <mark>country</mark>" is one.
     return Markup(re.sub(r'</mark>(\s+)<mark class="match">', r"\1", "".join(out)))
@@ -159,7 +160,8 @@ def finding_words(f: dict[str, Any], rules: dict[str, Rule]) -> str:
     rule_id, said, speaker = str(f["rule_id"]), str(f.get("matched_text") or ""), str(f.get("speaker") or "")
     start, end = float(f["start"]), float(f["end"])
     rule = rules.get(rule_id)
-    kind = rule.reads_as if rule else ("required_phrase" if not said and start == 0 else "")
+    kind = rule.reads_as if rule else ("forbidden_phrase" if rule_id.startswith(WATCH_PREFIX)
+                                       else "required_phrase" if not said and start == 0 else "")
     at = f"{rule_id} at {clock(start)}"
     if kind == "required_phrase":
         name = rule_id.replace("-", " ").replace("_", " ")
@@ -197,7 +199,7 @@ def flagger(findings: list[dict[str, Any]]) -> Callable[[Segment], str]:
     return flag
 
 
-def call_view(rec: dict[str, Any], segments: list[Segment], findings: list[dict[str, Any]], terms: list[str],
+def call_view(rec: dict[str, Any], segments: list[Segment], findings: list[dict[str, Any]], terms: list[Term],
               t: float, rules: dict[str, Rule]) -> dict[str, Any]:
     """What call.html is filled with: the turns with the search's ``terms`` marked, the findings in words of
     their ``rules``, the QA tags, the analytics and the timeline, opened at second ``t``; the page's language is

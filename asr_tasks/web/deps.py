@@ -122,11 +122,12 @@ def query_filters(
     min_customer_interruptions: int | None = None,
     rule: str | None = None,
     tag: list[str] = Query([]),
+    sounds_like: bool = False,
 ) -> Filters:
     """The filters of the JSON API, from the query string (shares 0-1: ``min_non_talk_share=0.3`` is 30 %; ``tag``
     repeated: calls with every one), checked as ``asr search`` checks its options."""
     filters = Filters(date_from, date_to, agent, speaker, quality, min_non_talk_share, min_agent_interruptions,
-                      min_customer_interruptions, rule, tuple(tag))
+                      min_customer_interruptions, rule, tuple(tag), sounds_like)
     try:
         return checked_filters(filters, speaker_names(settings.audio))
     except InputError as exc:

@@ -32,6 +32,7 @@ from asr_tasks.web.door import CallDoor, Door
 from asr_tasks.web.pages import render_page
 
 PERMISSION = "read"
+WATCHED = ("q", "sounds_like", "agent", "speaker", "quality", "tag")  # what a saved search takes from the form
 PAGE_SIZE = 20
 
 MAX_CURSOR_CHARS = 512  # a page cursor is a few sort values; anything longer is not one
@@ -98,7 +99,7 @@ def facets(form: Form, counts: Sequence[Any], rules: dict[str, int], tags: dict[
 
 def export_query(q: str, filters: Filters) -> str:
     """The search as the export API's query string: its filters by their names there, each tag a ``tag=``."""
-    named = {k: v for k, v in asdict(filters).items() if v is not None and k != "tags"}
+    named = {k: v for k, v in asdict(filters).items() if v is not None and v is not False and k != "tags"}
     return urlencode({"q": q, **named, "tag": list(filters.tags)}, doseq=True)
 
 
@@ -208,6 +209,7 @@ def page(
     quality: Filter = "",
     rule: Filter = "",
     tag: list[str] = Query([]),  # repeated: calls with every one (the form's empty field adds none)
+    sounds_like: str = Query("", pattern=r"^(1|on)?$"),  # a checkbox: "on" (or 1) when ticked, absent when not
     non_talk_percent: str = Query("", pattern=r"^(\d{1,3}(\.\d+)?)?$"),  # a form sends an empty field as ""
     agent_interruptions: str = Query("", pattern=r"^\d{0,6}$"),
     after: str = Query("", max_length=MAX_CURSOR_CHARS),
@@ -218,8 +220,10 @@ def page(
     tags = sorted({t.strip() for t in tag if t.strip()})
     filters = Filters(date_from or None, date_to or None, agent or None, speaker or None, quality or None,
                       float(non_talk_percent) / 100 if non_talk_percent else None,
-                      int(agent_interruptions) if agent_interruptions else None, None, rule or None, tuple(tags))
-    form: Form = {"q": q, "date_from": date_from, "date_to": date_to, "agent": agent, "speaker": speaker,
+                      int(agent_interruptions) if agent_interruptions else None, None, rule or None, tuple(tags),
+                      bool(sounds_like))
+    form: Form = {"q": q, **({"sounds_like": "1"} if sounds_like else {}), "date_from": date_from, "date_to": date_to,
+                  "agent": agent, "speaker": speaker,
                   "quality": quality, "rule": rule, "non_talk_percent": non_talk_percent,
                   "agent_interruptions": agent_interruptions, "tag": tags}
     view: dict[str, Any] = {"hits": None, "calls": None, "counts": [], "next_after": None, "focus": None,
@@ -242,8 +246,10 @@ def page(
                        rules=sorted({*(rid for rid, r in audit_rules(settings).items() if r.tag is None),
                                      *([rule] if rule else [])}), query=q, t=t,
                        page_size=PAGE_SIZE, clock=clock, marked=highlighted, asked=asked(form), tries=tries(form),
-                       call_query=lambda t: urlencode({"q": q, "t": f"{t:.1f}", "back": back}),
+                       call_query=lambda t: urlencode({"q": q, **({"sounds_like": "1"} if sounds_like else {}),
+                                                       "t": f"{t:.1f}", "back": back}),
                        export_query=export_query(q, filters),
+                       watch_query=form_query({k: v for k, v in form.items() if k in WATCHED and v}),
                        **view)
 
 

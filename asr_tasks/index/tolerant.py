@@ -1,0 +1,140 @@
+"""Tolerant terms (``~word``, or every term of a sounds-like search) as each backend asks for them, and how a hit
+matched: exactly, by sound, or by spelling.
+
+A tolerant term matches its exact phrase (as an exact term does), or its phrase of
+tones or of sounds, or one of its readings word by word within each word's edit
+budget (``asr_tasks.text.sounds``). Both backends render the same alternatives:
+Elasticsearch as phrases over the ``tones`` and ``sounds`` fields and span queries
+with ``fuzzy`` over ``tokens``; SQLite as FTS5 phrases over the same columns, a
+word's near spellings taken from the index's own vocabulary (at most
+``MAX_EXPANSIONS`` per word, nearest first, as Elasticsearch's ``max_expansions``;
+at most ``MAX_PHRASES`` phrases per term). A match by sound or spelling weighs
+``TOLERANT_WEIGHT`` of an exact one, so exact hits come first.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any, Callable, Iterable
+
+from asr_tasks.index.query import HL_CLOSE, HL_OPEN, Node, Term, exact_phrase, restore_highlight, terms
+from asr_tasks.text.sounds import MATCH_KINDS, Slot, Tolerant, spans
+
+TOLERANT_WEIGHT = 0.001
+MAX_EXPANSIONS = 50
+MAX_PHRASES = 256
+
+
+def tolerant_of(term: Term) -> Tolerant | None:
+    """The term's tolerant forms, when it is tolerant and has a token."""
+    return Tolerant.of(term.text) if term.tolerant else None
+
+
+# Elasticsearch
+
+def _es_slot(slot: Slot) -> dict[str, Any]:
+    if slot.budget:
+        word: dict[str, Any] = {"span_multi": {"match": {"fuzzy": {"tokens": {
+            "value": slot.word, "fuzziness": slot.budget, "max_expansions": MAX_EXPANSIONS, "prefix_length": 0,
+            "transpositions": True}}}}}
+    else:
+        word = {"span_term": {"tokens": slot.word}}
+    splits = [{"span_near": {"clauses": [{"span_term": {"tokens": a}}, {"span_term": {"tokens": b}}], "slop": 0,
+                             "in_order": True}} for a, b in slot.splits]
+    return {"span_or": {"clauses": [word, *splits]}} if splits else word
+
+
+def es_term(term: Term, fields: list[str]) -> dict[str, Any]:
+    """The term over ``fields`` (the text's analysed fields), and when tolerant, by sound and spelling too."""
+    exact = exact_phrase(term, fields)
+    tolerant = tolerant_of(term)
+    if tolerant is None:
+        return exact
+    readings = []
+    for reading in tolerant.readings:
+        slots = [_es_slot(slot) for slot in reading]
+        readings.append(slots[0] if len(slots) == 1 else
+                        {"span_near": {"clauses": slots, "slop": 0, "in_order": True}})
+    alike = [{"match_phrase": {"tones": " ".join(tolerant.tones)}},
+             {"match_phrase": {"sounds": " ".join(tolerant.sounds)}}, *readings]
+    return {"bool": {"should": [exact, {"bool": {"should": alike, "minimum_should_match": 1,
+                                                  "boost": TOLERANT_WEIGHT}}], "minimum_should_match": 1}}
+
+
+# SQLite
+
+Expand = Callable[[Slot], list[str]]  # a slot's near spellings in the vocabulary, nearest first
+Known = Callable[[Iterable[str]], set[str]]  # which of these words the vocabulary holds
+
+
+def token_phrases(tolerant: Tolerant, expand: Expand, known: Known) -> list[tuple[str, ...]]:
+    """The term's readings as phrases of tokens: each word as written, its near spellings and its splits into two
+    words the index holds; at most ``MAX_PHRASES``, the closest kept."""
+    out: list[tuple[str, ...]] = []
+    for reading in tolerant.readings:
+        choices: list[list[tuple[str, ...]]] = []
+        for slot in reading:
+            alternatives: list[tuple[str, ...]] = [(slot.word,)]
+            alternatives += [(word,) for word in expand(slot)[:MAX_EXPANSIONS] if word != slot.word]
+            held = known({part for split in slot.splits for part in split})
+            alternatives += [split for split in slot.splits if set(split) <= held]
+            choices.append(alternatives)
+        room = MAX_PHRASES - len(out)
+        while math.prod(len(c) for c in choices) > room and any(len(c) > 1 for c in choices):
+            max(choices, key=len).pop()
+        if math.prod(len(c) for c in choices) <= room:
+            out += [tuple(w for part in combo for w in part) for combo in itertools.product(*choices)]
+    return out
+
+
+# How a hit matched
+
+def _ranges(text: str, highlighted: str) -> list[tuple[int, int]]:
+    """The characters of ``text`` a backend's highlight (HL_OPEN/HL_CLOSE marks) marked."""
+    restored = restore_highlight(text, highlighted, HL_OPEN, HL_CLOSE)
+    out: list[tuple[int, int]] = []
+    at, start = 0, 0
+    for ch in restored:
+        if ch == HL_OPEN:
+            start = at
+        elif ch == HL_CLOSE:
+            out.append((start, at))
+        elif at < len(text) and ch == text[at]:
+            at += 1
+    return out
+
+
+def _render(text: str, marks: list[tuple[int, int]], open_tag: str, close_tag: str) -> str:
+    """The text with the marked ranges in tags, overlapping ones and ones apart by spaces only as one."""
+    merged: list[list[int]] = []
+    for start, end in sorted(marks):
+        if merged and (start <= merged[-1][1] or not text[merged[-1][1]:start].strip()):
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    out, at = [], 0
+    for start, end in merged:
+        out += [text[at:start], open_tag, text[start:end], close_tag]
+        at = end
+    return "".join(out) + text[at:]
+
+
+def marked(text: str, highlighted: str, node: Node | None, open_tag: str, close_tag: str) -> tuple[str, str | None]:
+    """A hit's highlight (the backend's marks of its exact matches, and where its tolerant terms matched) and how it
+    matched: the least sure way any of its tolerant terms did (``MATCH_KINDS``); None for a search by filters."""
+    exact = _ranges(text, highlighted)
+    marks = list(exact)
+    kind = None if node is None else "exact"
+    for term in terms(node):
+        tolerant = tolerant_of(term)
+        if tolerant is None:
+            continue
+        found = spans(text, tolerant)
+        if not found:
+            continue
+        marks += [(s.start, s.end) for s in found]
+        best = min(MATCH_KINDS.index("exact" if any(s.start < e and b < s.end for b, e in exact) else s.kind)
+                   for s in found)
+        kind = MATCH_KINDS[max(MATCH_KINDS.index(kind or "exact"), best)]
+    return _render(text, marks, open_tag, close_tag), kind

@@ -1,0 +1,81 @@
+"""Saved searches from the page: an auditor's own searches that the nightly audit runs over each new day
+(``audit.saved_searches``), listed, saved and removed under the signed-in user's name."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import HTMLResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from asr_tasks.audit.rules import SEVERITIES
+from asr_tasks.audit.saved_searches import SavedSearchError, SavedSearches
+from asr_tasks.index.query import MAX_QUERY_CHARS, MAX_TAG_FILTERS, Filters
+from asr_tasks.inputs import MAX_TEXT_CHARS, speaker_names
+from asr_tasks.text.masking import configured_policy
+from asr_tasks.web.deps import AppLedger, AppSettings, Filter, User
+from asr_tasks.web.pages import render_page
+
+PERMISSION = "read"
+
+router = APIRouter()
+
+
+class WatchRequest(BaseModel):
+    """A search to save: its name, words, filters and whether it sounds like."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(max_length=MAX_TEXT_CHARS)
+    q: str = Field(max_length=MAX_QUERY_CHARS)
+    sounds_like: bool = False
+    agent: str | None = Field(None, max_length=MAX_TEXT_CHARS)
+    speaker: str | None = Field(None, max_length=MAX_TEXT_CHARS)
+    quality: str | None = Field(None, max_length=MAX_TEXT_CHARS)
+    tag: list[str] = Field(default_factory=list, max_length=MAX_TAG_FILTERS)
+    severity: str = "medium"
+
+
+def saved(ledger: AppLedger, settings: AppSettings) -> SavedSearches:
+    """The ledger's saved searches, which keep what people typed masked."""
+    return SavedSearches(ledger, configured_policy(settings))
+
+
+Saved = Annotated[SavedSearches, Depends(saved)]
+
+
+@router.get("/watches", response_class=HTMLResponse)
+def watches_page(request: Request, user: User, searches: Saved, settings: AppSettings, q: str = Query(
+        "", max_length=MAX_QUERY_CHARS), sounds_like: bool = False, agent: Filter = "", speaker: Filter = "",
+        quality: Filter = "", tag: list[str] = Query([])) -> HTMLResponse:
+    """The user's saved searches, each with a remove button, and a form to save one (filled from a search)."""
+    form = {"q": q, "sounds_like": sounds_like, "agent": agent, "speaker": speaker, "quality": quality,
+            "tag": ", ".join(t.strip() for t in tag if t.strip())}
+    return render_page(request, "watches.html", here="watches", searches=searches.listed(user), form=form,
+                       severities=SEVERITIES, speakers=speaker_names(settings.audio))
+
+
+@router.get("/api/watches")
+def list_watches(user: User, searches: Saved) -> list[dict[str, Any]]:
+    """The user's saved searches."""
+    return [s.to_dict() for s in searches.listed(user)]
+
+
+@router.post("/api/watches", status_code=201)
+def add_watch(body: WatchRequest, user: User, searches: Saved, settings: AppSettings) -> dict[str, Any]:
+    """Save a search under the user's name; refused (400) as ``asr watch add`` refuses it."""
+    filters = Filters(agent=body.agent or None, speaker=body.speaker or None, quality=body.quality or None,
+                      tags=tuple(sorted({t.strip() for t in body.tag if t.strip()})), sounds_like=body.sounds_like)
+    try:
+        return searches.add(user, body.name, body.q, filters, speaker_names(settings.audio), body.severity).to_dict()
+    except SavedSearchError as exc:
+        raise HTTPException(status_code=400, detail=str(exc)) from exc
+
+
+@router.delete("/api/watches/{name}")
+def remove_watch(name: str, user: User, searches: Saved) -> dict[str, Any]:
+    """Remove one of the user's saved searches (404: the user has none of that name)."""
+    try:
+        return searches.remove(user, name).to_dict()
+    except SavedSearchError as exc:
+        raise HTTPException(status_code=404, detail=str(exc)) from exc
