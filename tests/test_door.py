@@ -36,6 +36,7 @@ BODIES: dict[tuple[str, str], list[dict[str, Any]]] = {
     ("POST", "/api/holds"): [{"scope": "agent", "value": "AG-1004", "why": "litigation"}],
     ("POST", "/api/holds/{hold_id}/release"): [{"why": "case closed"}],
     ("POST", "/api/erase"): [{"key": ZH_KEY, "reason": "customer-request"}],
+    ("POST", "/api/watches"): [{"name": "premiums", "q": "premium"}],
 }
 
 
@@ -48,7 +49,7 @@ def markers(jfk: Path) -> list[str | bytes]:
 
 def filled(path: str, rid: str, fmt: str) -> str:
     """A route's path with its parameters filled in; a parameter this test does not know fails it."""
-    values = {"recording_id": rid, "fmt": fmt, "day": DAY, "hold_id": "1"}
+    values = {"recording_id": rid, "fmt": fmt, "day": DAY, "hold_id": "1", "name": "premiums"}
     unknown = set(re.findall(r"{(\w+)}", path)) - set(values)
     assert not unknown, f"{path}: the door test cannot fill in {unknown}; teach it"
     return re.sub(r"{(\w+)}", lambda m: values[m.group(1)], path)
