@@ -27,6 +27,7 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from asr_tasks.chars import CJK_CHAR, CJK_RANGES
+from asr_tasks.text.sounds import toneless
 
 # "can't" is "ca" + "n't", so that "n't" is a token (read "not") of its own
 _TOKEN = re.compile(rf"[^\W_{CJK_RANGES}]+?(?=n['’]t\b)|n['’]t\b|[{CJK_RANGES}]|%|[^\W_{CJK_RANGES}]+", re.UNICODE)
@@ -148,14 +149,10 @@ class Phrase:
         return any(CJK_CHAR.match(w) for w in self.words)
 
 
-@lru_cache(maxsize=65536)
 def sound(token: str) -> str:
-    """What a token sounds like: a Chinese character's pinyin without its tone; any other token itself."""
-    if not CJK_CHAR.match(token):
-        return token
-    from pypinyin import Style, lazy_pinyin
-
-    return str(lazy_pinyin(token, style=Style.NORMAL)[0])
+    """What a token sounds like: a Chinese character's pinyin without its tone (as search reads it); any other
+    token itself."""
+    return toneless(token) if CJK_CHAR.match(token) else token
 
 
 def _alike(word: str, target: str) -> float:

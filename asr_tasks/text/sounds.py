@@ -119,6 +119,11 @@ def _run_tones(run: str) -> tuple[str, ...]:
     return tuple(_run_tones(ch)[0] for ch in run) if len(run) > 1 else (run,)
 
 
+def toneless(char: str) -> str:
+    """A Chinese character's pinyin without its tone, not folded (itself where it has none)."""
+    return _run_tones(char)[0].rstrip("012345") or char
+
+
 def tokens(text: str) -> list[Token]:
     """The text's tokens with their forms, in order."""
     found = [(m.group().lower(), m.start(), m.end()) for m in _TOKEN.finditer(text)]
