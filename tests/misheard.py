@@ -37,6 +37,7 @@ UNRELATED: list[str] = [
     "The weather was lovely on the coast last weekend.",
     "Please hold the line while I check your balance.",
     "我们明天上午十点开会。",
+    "This is the one I told you about, so we can refund the fee.",
 ]
 
 

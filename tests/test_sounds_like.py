@@ -59,6 +59,17 @@ def test_spans_say_how_each_match_was_found() -> None:
     assert spans("this and these", Tolerant.of("safe")) == []  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(("query", "text"), [
+    ("visa", "This is the one."), ("sue", "The note."), ("~you", "I said so."), ("sofa", "So far, so good."),
+    ('"refund it"', "We refund the fee."), ('"refund it"', "A refund, then."), ('"pay it"', "Please pay now."),
+    ('"any one"', "Any news?"), ("these", "The fees are waived."),
+])
+def test_a_tolerant_term_does_not_match_its_neighbours(query: str, text: str) -> None:
+    """Common short words are their own sound (or ``~sue`` would find every "the"), and two words heard as one
+    keep both (``refund it`` is not ``refund``)."""
+    assert spans(text, Tolerant.of(query.lstrip("~").strip('"'))) == []  # type: ignore[arg-type]
+
+
 def test_the_query_language_marks_tolerant_terms() -> None:
     node = parse('~"good afternoon" | risk -~fees')
     assert node is not None and "tolerant=True" in repr(node)
@@ -110,6 +121,11 @@ def test_tolerant_terms_combine_with_the_rest_of_the_syntax(misheard_index: Tran
     assert keys("~汇报 | ~training") == {SAID_KEY, misheard_key(0), misheard_key(7)}
     assert keys("~汇报 季度") == {misheard_key(0)}
     assert keys("~汇报 -季度") == {SAID_KEY}
+    # a sounds-like search widens what it asks for, not what it excludes: -会报 hides the one that wrote it so
+    widened = misheard_index.search_page("汇报 -会报", Filters(sounds_like=True), size=100).hits
+    assert {h.key for h in widened} == {SAID_KEY}
+    assert not misheard_index.search_page("汇报 -~会报", Filters(sounds_like=True), size=100).hits
+    assert keys('~"refund it"') == keys('~"the visa"') == set()  # neighbours in letters or sound of nothing asked
     assert keys("~training", agent="AG-7") == {misheard_key(7)}
     counts = misheard_index.counts("~保证收益")
     assert sum(c.recordings for c in counts) == 2 and sum(c.segments for c in counts) == 2

@@ -105,11 +105,13 @@ def run_audit(call_date: str, rules: RuleSet, index: TranscriptIndex, store: Obj
     transcripts = day_transcripts(call_date, artefacts, settings)
     redaction = redaction_report(transcripts, artefacts, settings)  # as stored: before the audit masks in memory
     result = audit(transcripts, rules, call_date, policy)
-    result.findings += watch_findings(call_date, SavedSearches(open_ledger(settings.ledger)).listed(), index)
-    result.findings.sort(key=lambda f: (f.key, f.start, f.rule_id))
-    result.redaction = redaction
+    index.replace_tags(call_date, result.tags)  # the rules' tags and findings first: saved searches filter by them
     index.replace_findings(call_date, [f.to_dict() for f in result.findings])
-    index.replace_tags(call_date, result.tags)
+    watched = watch_findings(call_date, SavedSearches(open_ledger(settings.ledger)).listed(), index)
+    result.findings = sorted([*result.findings, *watched], key=lambda f: (f.key, f.start, f.rule_id))
+    result.redaction = redaction
+    if watched:
+        index.replace_findings(call_date, [f.to_dict() for f in result.findings])
     reports, search_url = DayReports(call_date), settings.web.search_url
     opened = opened_on(call_date, settings)
     store.put_bytes(artefacts.bucket, reports.audit("html"), report_html(result, search_url, opened).encode())

@@ -97,6 +97,9 @@ class SavedSearches:
         if not _NAME.fullmatch(name) or len(name) > MAX_NAME_CHARS:
             raise SavedSearchError(f"name {name!r}: letters, digits, spaces, '.', '-' and '_', at most "
                                    f"{MAX_NAME_CHARS} characters, starting with a letter or digit")
+        if self.policy is not None and mask_text(name, self.policy) != name:
+            raise SavedSearchError("a saved search's name is kept in clear (in its rule, findings and reports): "
+                                   "it must not hold personal data such as a card or phone number")
         if severity not in SEVERITIES:
             raise SavedSearchError(f"severity {severity!r}: one of {', '.join(SEVERITIES)}")
         if filters.date_from or filters.date_to:
@@ -133,7 +136,7 @@ class SavedSearches:
 
     def remove(self, owner: str, name: str) -> SavedSearch:
         """Remove one of the owner's saved searches; the findings it made stay with their days' audits."""
-        t = saved_searches
+        t, name = saved_searches, name.strip()
         found = [s for s in self.listed(owner) if s.name == name]
         if not found:
             raise SavedSearchError(f"{owner} has no saved search named {name!r}")
@@ -156,7 +159,8 @@ def _saved(row: dict[str, Any]) -> SavedSearch:
 def _finding(search: SavedSearch, hit: SearchHit) -> Finding:
     marked = " … ".join(_MARKED.findall(hit.highlight)) or hit.text
     asked = " ".join(t.text for t in terms(parse(search.query)))
-    alike = 1.0 if hit.match in (None, "exact") else round(fuzz.ratio(marked.lower(), asked.lower()) / 100, 2)
+    # what sounds as asked is as sure as what was written so; a spelling nearly alike is as sure as it is alike
+    alike = 1.0 if hit.match in (None, "exact", "sound") else round(fuzz.ratio(marked.lower(), asked.lower()) / 100, 2)
     digest = hashlib.sha256(f"{search.rule_id}\x00{hit.recording_id}\x00{hit.speaker}\x00{hit.start:.3f}".encode())
     return Finding(finding_id=digest.hexdigest()[:24], rule_id=search.rule_id, severity=search.severity,
                    description=search.describe(), recording_id=hit.recording_id, key=hit.key,

@@ -23,7 +23,7 @@ from rich.console import Console
 
 from asr_tasks.cli import airflow_shell, audit, backfill, progress, records, watch
 from asr_tasks.cli.console import print_json, table
-from asr_tasks.cli.options import Checked, Parser, commands, option
+from asr_tasks.cli.options import Checked, Parser, add_call_filters, commands, option
 from asr_tasks.config import ConfigError, get_settings
 from asr_tasks.index.query import Filters, check_query, checked_filters
 from asr_tasks.inputs import DEFAULT_PAGE_SIZE, InputError, calendar_day, day_range, page_size, speaker_names, within
@@ -215,7 +215,7 @@ def search_filters(args: argparse.Namespace) -> Filters:
     """The search's filters from its options, checked by the function that checks the API's parameters."""
     filters = Filters(args.date_from, args.date_to, args.agent, args.speaker, args.quality,
                       args.min_non_talk_share, args.min_agent_interruptions, args.min_customer_interruptions,
-                      tags=tuple(args.tag), sounds_like=args.sounds_like)
+                      args.rule, tuple(args.tag), args.sounds_like)
     return checked_filters(filters, speaker_names(get_settings().audio), option)
 
 
@@ -372,16 +372,7 @@ def add_search(sub: Any) -> None:
                         ' (a query that starts with "-" goes after "--")')
     p.add_argument("--date-from", help="YYYY-MM-DD")
     p.add_argument("--date-to", help="YYYY-MM-DD")
-    p.add_argument("--agent", help="agent id")
-    p.add_argument("--speaker", help="a speaker of the settings (channel_speakers, mono_speaker): agent, customer, ...")
-    p.add_argument("--quality", help="only recordings with this quality gate outcome: " + ", ".join(GateOutcome))
-    p.add_argument("--min-non-talk-share", type=float, metavar="SHARE",
-                   help="only calls with at least this share of non-talk time (0.3: 30 %%)")
-    p.add_argument("--min-agent-interruptions", type=int, metavar="N", help="only calls where the agent interrupted N+ times")
-    p.add_argument("--min-customer-interruptions", type=int, metavar="N",
-                   help="only calls where the customer interrupted N+ times")
-    p.add_argument("--tag", action="append", default=[], metavar="TAG",
-                   help="only calls the QA audit tagged TAG (complaint, ...); repeated: calls with every one")
+    add_call_filters(p)
     p.add_argument("--sounds-like", action="store_true",
                    help="every word also matches what sounds like it or is spelt nearly like it (~word: that word"
                         " only); exact hits first")

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from asr_tasks.inputs import InputError
+from asr_tasks.states import GateOutcome
 
 
 class Parser(argparse.ArgumentParser):
@@ -44,3 +45,19 @@ def commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentPars
     """The subcommands' parsers by name (the choices of argparse's subparsers action)."""
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return dict(action.choices)
+
+
+def add_call_filters(p: argparse.ArgumentParser) -> None:
+    """The options that narrow a search to some calls, as ``asr search`` and ``asr watch add`` take them (the
+    dates aside: a saved search runs over each new day)."""
+    p.add_argument("--agent", help="agent id")
+    p.add_argument("--speaker", help="a speaker of the settings (channel_speakers, mono_speaker): agent, customer, ...")
+    p.add_argument("--quality", help="only recordings with this quality gate outcome: " + ", ".join(GateOutcome))
+    p.add_argument("--min-non-talk-share", type=float, metavar="SHARE",
+                   help="only calls with at least this share of non-talk time (0.3: 30 %%)")
+    p.add_argument("--min-agent-interruptions", type=int, metavar="N", help="only calls where the agent interrupted N+ times")
+    p.add_argument("--min-customer-interruptions", type=int, metavar="N",
+                   help="only calls where the customer interrupted N+ times")
+    p.add_argument("--rule", help="only calls with a QA finding of this rule")
+    p.add_argument("--tag", action="append", default=[], metavar="TAG",
+                   help="only calls the QA audit tagged TAG (complaint, ...); repeated: calls with every one")

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from asr_tasks.cli.console import print_json, table
-from asr_tasks.cli.options import Checked
+from asr_tasks.cli.options import Checked, add_call_filters
 from asr_tasks.config import get_settings
 from asr_tasks.index.query import Filters, check_query
 from asr_tasks.inputs import speaker_names
@@ -27,8 +27,9 @@ def _searches() -> Any:
 def cmd_watch_add(args: argparse.Namespace) -> int:
     from asr_tasks.audit.saved_searches import SavedSearchError
 
-    filters = Filters(agent=args.agent, speaker=args.speaker, quality=args.quality, tags=tuple(args.tag),
-                      sounds_like=args.sounds_like)
+    filters = Filters(None, None, args.agent, args.speaker, args.quality, args.min_non_talk_share,
+                      args.min_agent_interruptions, args.min_customer_interruptions, args.rule, tuple(args.tag),
+                      args.sounds_like)
     try:
         saved = _searches().add(getpass.getuser(), args.name, args.query, filters,
                                 speaker_names(get_settings().audio), args.severity)
@@ -72,10 +73,7 @@ def add_commands(sub: Any) -> None:
     a.add_argument("name", help="its name (one per account): letters, digits, spaces, '.', '-', '_'")
     a.add_argument("query", action=Checked, check=check_query, help="words and phrases, as asr search takes them")
     a.add_argument("--sounds-like", action="store_true", help="every word also matches what sounds like it")
-    a.add_argument("--agent")
-    a.add_argument("--speaker")
-    a.add_argument("--quality")
-    a.add_argument("--tag", action="append", default=[], metavar="TAG")
+    add_call_filters(a)
     a.add_argument("--severity", default="medium", help="its findings' severity (default medium)")
     a.set_defaults(func=cmd_watch_add)
     listed = watch.add_parser("list", help="your saved searches (--all: everyone's)")

@@ -5,7 +5,8 @@ The grammar is simple_query_string's: words and ``"quoted phrases"`` are ANDed
 phrase or ``( group )``. AND binds tighter than OR (``a b | c`` is ``(a b) | c``).
 A leading ``~`` makes a word, phrase or group tolerant: it also matches what sounds
 like it or is spelt nearly like it (``asr_tasks.text.sounds``); a sounds-like search
-(``Filters.sounds_like``) makes every term so.
+(``Filters.sounds_like``) makes every term so. Exclusions stay exact (``-~word``
+excludes tolerantly): a search made wider must not also hide more.
 Every word is matched as a phrase of its tokens, so ``保证收益`` and ``e-mail`` match
 only consecutively. An exclusion needs something positive beside it (``-风险``
 alone finds nothing). Any input parses: stray quotes and parentheses close at the
@@ -218,12 +219,12 @@ def parse(query: str, sounds_like: bool = False) -> Node | None:
 
 
 def tolerate(node: Node) -> Node:
-    """The node with every term in it tolerant."""
+    """The node with every term it asks for tolerant; what it excludes stays as written."""
     if isinstance(node, Term):
         return Term(node.text, tolerant=True)
     if isinstance(node, Or):
         return Or(tuple(tolerate(i) for i in node.items))
-    return And(tuple(tolerate(i) for i in node.items), tuple(tolerate(i) for i in node.exclude))
+    return And(tuple(tolerate(i) for i in node.items), node.exclude)
 
 
 def terms(node: Node | None, excluded: bool = False) -> Iterator[Term]:

@@ -12,7 +12,8 @@ three forms, one per position, so that a phrase stays a phrase in each:
   blurs folded (zh/z, ch/c, sh/s, n/l, -ng/-n); an English word's consonant
   classes and the first vowel of each run of vowels (s/f/th/v/z are one class,
   as a telephone line blurs them: ``safe`` and ``faith`` are both ``faf``,
-  ``free`` and ``three`` both ``fr``);
+  ``free`` and ``three`` both ``fr``); a short or function word (``the``,
+  ``this``) is its own sound, too common to be told by its sound alone;
 - ``tones``: a Chinese character's pinyin with its tone (汇 and 会 are both
   ``hui4``); an English word's sound.
 
@@ -48,6 +49,18 @@ _SILENT_START = (("kn", "n"), ("wr", "r"), ("gn", "n"), ("ps", "s"))
 _CLASS = {**dict.fromkeys("bp", "p"), **dict.fromkeys("fvsz", "f"), **dict.fromkeys("kqg", "k"),
           **dict.fromkeys("dt", "t"), **dict.fromkeys("mn", "n"), "l": "l", "r": "r", "j": "j"}
 _VOWELS = frozenset("aeiouy")
+# Too short or too common to be told by their sound: each is its own sound ("the" would otherwise sound like
+# "sue", "this" like "visa"), so a tolerant search of a word never finds every call through these.
+OWN_SOUND_LETTERS = 3
+FUNCTION_WORDS = frozenset({  # of four letters or more
+    "about", "above", "after", "again", "against", "also", "because", "been", "before", "being", "below", "between",
+    "both", "cannot", "could", "does", "doing", "down", "during", "each", "from", "further", "have", "having",
+    "here", "hers", "herself", "himself", "into", "itself", "just", "more", "most", "myself", "once", "only",
+    "other", "ought", "ours", "ourselves", "over", "same", "shall", "should", "some", "such", "than", "that",
+    "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "under",
+    "until", "very", "were", "what", "when", "where", "which", "while", "whom", "will", "with", "would", "your",
+    "yours", "yourself", "yourselves"
+})
 _SOFT = frozenset("eiy")  # c and g before these are soft
 
 
@@ -69,8 +82,9 @@ class Token:
 @lru_cache(maxsize=65536)
 def english_sound(word: str) -> str:
     """An English word's sound: consonant classes, a run of vowels its first vowel, a final vowel silent; a word
-    with digits or other letters is its own sound."""
-    if not word.isascii() or not _LETTERS.fullmatch(word):
+    with digits or other letters, of up to ``OWN_SOUND_LETTERS`` letters or a function word is its own sound."""
+    if not word.isascii() or not _LETTERS.fullmatch(word) or len(word) <= OWN_SOUND_LETTERS \
+            or word in FUNCTION_WORDS:
         return word
     for start, sound in _SILENT_START:
         if word.startswith(start) and len(word) > len(start):
@@ -195,8 +209,7 @@ class Tolerant:
         if len(words) <= MAX_MERGED_WORDS:
             for n in range(len(words) - 1):
                 if words[n].isalpha() and words[n + 1].isalpha() and not (toks[n].cjk or toks[n + 1].cjk):
-                    merged = _slot(words[n] + words[n + 1], True)
-                    readings.append((*readings[0][:n], merged, *readings[0][n + 2:]))
+                    readings.append((*readings[0][:n], _merged(words[n], words[n + 1]), *readings[0][n + 2:]))
         return cls(words, tuple(t.sound for t in toks), tuple(t.tone for t in toks), tuple(readings))
 
 
@@ -204,6 +217,13 @@ def _slot(word: str, in_phrase: bool) -> Slot:
     splits = tuple((word[:n], word[n:]) for n in range(MIN_SPLIT, len(word) - MIN_SPLIT + 1)) \
         if word.isascii() and word.isalpha() and len(word) >= 2 * MIN_SPLIT + 1 else ()
     return Slot(word, budget(word, in_phrase), splits)
+
+
+def _merged(first: str, second: str) -> Slot:
+    """Two words of a term heard as one: fewer edits than the shorter has letters, so that the one written word
+    is never simply the other word with the shorter dropped ("refund it" does not match "refund")."""
+    slot = _slot(first + second, True)
+    return Slot(slot.word, min(slot.budget, min(len(first), len(second)) - 1), slot.splits)
 
 
 def alike(word: str, slot: Slot) -> bool:

@@ -32,7 +32,8 @@ from asr_tasks.web.door import CallDoor, Door
 from asr_tasks.web.pages import render_page
 
 PERMISSION = "read"
-WATCHED = ("q", "sounds_like", "agent", "speaker", "quality", "tag")  # what a saved search takes from the form
+WATCHED = ("q", "sounds_like", "agent", "speaker", "quality", "rule", "non_talk_percent", "agent_interruptions",
+           "tag")  # what a saved search takes from the form: all but the days (it runs over each new one)
 PAGE_SIZE = 20
 
 MAX_CURSOR_CHARS = 512  # a page cursor is a few sort values; anything longer is not one

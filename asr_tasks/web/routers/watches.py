@@ -32,6 +32,10 @@ class WatchRequest(BaseModel):
     agent: str | None = Field(None, max_length=MAX_TEXT_CHARS)
     speaker: str | None = Field(None, max_length=MAX_TEXT_CHARS)
     quality: str | None = Field(None, max_length=MAX_TEXT_CHARS)
+    min_non_talk_share: float | None = None
+    min_agent_interruptions: int | None = None
+    min_customer_interruptions: int | None = None
+    rule: str | None = Field(None, max_length=MAX_TEXT_CHARS)
     tag: list[str] = Field(default_factory=list, max_length=MAX_TAG_FILTERS)
     severity: str = "medium"
 
@@ -47,9 +51,12 @@ Saved = Annotated[SavedSearches, Depends(saved)]
 @router.get("/watches", response_class=HTMLResponse)
 def watches_page(request: Request, user: User, searches: Saved, settings: AppSettings, q: str = Query(
         "", max_length=MAX_QUERY_CHARS), sounds_like: bool = False, agent: Filter = "", speaker: Filter = "",
-        quality: Filter = "", tag: list[str] = Query([])) -> HTMLResponse:
-    """The user's saved searches, each with a remove button, and a form to save one (filled from a search)."""
-    form = {"q": q, "sounds_like": sounds_like, "agent": agent, "speaker": speaker, "quality": quality,
+        quality: Filter = "", rule: Filter = "", non_talk_percent: str = Query("", pattern=r"^(\d{1,3}(\.\d+)?)?$"),
+        agent_interruptions: str = Query("", pattern=r"^\d{0,6}$"), tag: list[str] = Query([])) -> HTMLResponse:
+    """The user's saved searches, each with a remove button, and a form to save one (filled from a search, with
+    every filter of it but its days)."""
+    form = {"q": q, "sounds_like": sounds_like, "agent": agent, "speaker": speaker, "quality": quality, "rule": rule,
+            "non_talk_percent": non_talk_percent, "agent_interruptions": agent_interruptions,
             "tag": ", ".join(t.strip() for t in tag if t.strip())}
     return render_page(request, "watches.html", here="watches", searches=searches.listed(user), form=form,
                        severities=SEVERITIES, speakers=speaker_names(settings.audio))
@@ -64,8 +71,9 @@ def list_watches(user: User, searches: Saved) -> list[dict[str, Any]]:
 @router.post("/api/watches", status_code=201)
 def add_watch(body: WatchRequest, user: User, searches: Saved, settings: AppSettings) -> dict[str, Any]:
     """Save a search under the user's name; refused (400) as ``asr watch add`` refuses it."""
-    filters = Filters(agent=body.agent or None, speaker=body.speaker or None, quality=body.quality or None,
-                      tags=tuple(sorted({t.strip() for t in body.tag if t.strip()})), sounds_like=body.sounds_like)
+    filters = Filters(None, None, body.agent or None, body.speaker or None, body.quality or None,
+                      body.min_non_talk_share, body.min_agent_interruptions, body.min_customer_interruptions,
+                      body.rule or None, tuple(sorted({t.strip() for t in body.tag if t.strip()})), body.sounds_like)
     try:
         return searches.add(user, body.name, body.q, filters, speaker_names(settings.audio), body.severity).to_dict()
     except SavedSearchError as exc:
