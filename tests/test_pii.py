@@ -203,6 +203,27 @@ def test_an_answer_to_a_prompt_is_masked_where_the_model_misheard_its_digits(
     assert mask in heard and not re.search(r"\d{2}|\b(?:nero|time|for|to)\b|要", heard.replace(mask, ""), re.I), heard
 
 
+@pytest.mark.parametrize(("answer", "kind", "mask"), [
+    ("That is correct. You can call me Mercon for 15552671.", "phone", "[PHONE]"),  # "back on four one five ..."
+    ("Yes. My phone is 415 5552 6.", "phone", "[PHONE]"),
+    ("Right, and the account it should go to is 6222 021 for 3.", "bank_account", "[ACCOUNT]"),
+    ("对的。我的手机是一三八 零零一三 八零零。", "phone", "[PHONE]"),
+    ("Yes, call me if the card 4111 1111 does not work.", "card", "[CARD ****]"),  # the asked kind named last
+])
+def test_digits_said_as_another_kind_than_was_asked_are_masked_as_that_kind(answer: str, kind: str,
+                                                                          mask: str) -> None:
+    """An answer to "your card number?" that names another kind just before its digits (a number to call back
+    on, an account) is masked and reported as that kind: a phone number is not a card read out."""
+    from asr_tasks.text.postprocess import itn_zh
+
+    chinese = "一" in answer
+    transcript = call(("agent", 1.0, 4.0, "请问您的卡号是多少？" if chinese else "Let me read back your card number."),
+                      ("customer", 5.0, 12.0, itn_zh(answer) if chinese else answer))
+    clean, found = redact(dataclasses.replace(transcript, language="zh") if chinese else transcript, POLICY)
+    assert [(d.kind, d.by, d.speaker, d.masked) for d in found] == [(kind, "context", "customer", mask)]
+    assert not re.search(r"\d{2}", clean.segments[1].text), clean.segments[1].text
+
+
 def test_context_triggering_stops_at_the_next_prompt_and_after_its_time() -> None:
     transcript = call(("agent", 1.0, 3.0, "What's the card number?"), ("customer", 4.0, 8.0, "4111 1111 1111 1111"),
                       ("agent", 9.0, 11.0, "And how much would you like to pay?"),

@@ -171,8 +171,9 @@ def _by_pattern(segments: list[Segment], policy: Policy, language: str | None) -
 def _by_context(transcript: Transcript, segments: list[Segment], policy: Policy,
                 found: list[_Found]) -> list[_Found]:
     """An answer to a prompt that says digits (``answer_digits`` or more, a third of them heard as digits at least):
-    all its digit-like speech, as the prompt's kind, where patterns did not find it already; and any speech in
-    the answer that the model made no words of (``_unheard``)."""
+    all its digit-like speech where patterns did not find it already, as the prompt's kind or the kind the
+    speaker named just before it (``Policy.named_before``); and any speech in the answer that the model made no
+    words of (``_unheard``)."""
     out: list[_Found] = []
     for answer in answers(segments, policy):
         kind = policy.kinds[answer.kind]
@@ -182,12 +183,18 @@ def _by_context(transcript: Transcript, segments: list[Segment], policy: Policy,
             heard = "".join(h for *_, h in stretches)
             if len(heard) < kind.answer_digits or 3 * len(heard.replace("*", "")) < len(heard):
                 continue  # not an answer that says the kind's digits
-            pieces = [p for a, b, _ in stretches
-                      for p in _claim(found + out, passage.locate(*reading.source(a, b)), segments)]
-            if pieces:
-                mask = kind.mask.format(last4="")  # what was heard last may be a code said after the number
-                whole = frozenset(n for n, _, _ in pieces if n != answer.segment)
-                out.append(_Found(policy.reported_as(answer.kind), "context", mask, pieces, whole))
+            named: dict[str, list[Piece]] = {}
+            language = segments[passage.pieces[0][0]].language or transcript.language
+            for a, b, _ in stretches:
+                before = reading.text[max(0, a - policy.context_chars) : a]
+                said_as = policy.named_before(answer.kind, before, language)
+                named.setdefault(said_as, []).extend(
+                    _claim(found + out, passage.locate(*reading.source(a, b)), segments))
+            for name, pieces in named.items():
+                if pieces:
+                    mask = policy.kinds[name].mask.format(last4="")  # what was heard last may be a code said after
+                    whole = frozenset(n for n, _, _ in pieces if n != answer.segment)
+                    out.append(_Found(policy.reported_as(name), "context", mask, pieces, whole))
         out += _unheard(answer, transcript, segments, policy)
     return out
 

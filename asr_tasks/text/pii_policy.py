@@ -106,13 +106,18 @@ class Kind(BaseModel):
     def prompt(self) -> re.Pattern[str] | None:
         return _alternation(self.prompts)
 
-    def in_context(self, before: str, language: str | None) -> bool:
-        """Whether one of the kind's context words was said in ``before`` (every language's, if its own has none)."""
+    def cue(self, before: str, language: str | None) -> int:
+        """Where the last of the kind's context words said in ``before`` ends (every language's, if its own has
+        none); -1 where none is."""
         words = [*self.context.get(language or "", ()), *self.context.get("*", ())]
         if not words:
             words = [w for ws in self.context.values() for w in ws]
         lowered = before.lower()
-        return any(w.lower() in lowered for w in words)
+        return max((at + len(w) for w in words if (at := lowered.rfind(w.lower())) >= 0), default=-1)
+
+    def in_context(self, before: str, language: str | None) -> bool:
+        """Whether one of the kind's context words was said in ``before``."""
+        return self.cue(before, language) >= 0
 
     def checked(self, value: str) -> bool:
         """Whether the value passes one of the kind's checks: only then are its last four digits its own."""
@@ -215,6 +220,15 @@ class Policy(BaseModel):
 
     def reported_as(self, name: str) -> str:
         return self.kinds[name].counts_as or name
+
+    def named_before(self, asked: str, before: str, language: str | None) -> str:
+        """The kind of digits said in answer to a prompt of kind ``asked``: the prompt's, unless the speaker named
+        another kind just before them ("call me back on ..." after "your card number?") and not the asked one."""
+        if self.kinds[asked].in_context(before, language):
+            return asked
+        cues = [(kind.cue(before, language), -order, name) for order, (name, kind) in enumerate(self.kinds.items())]
+        at, _, name = max(cues)
+        return name if at >= 0 else asked
 
     def without_context_triggers(self) -> Policy:
         """The same policy with no kind triggered by a prompt (what pattern matching alone finds)."""
