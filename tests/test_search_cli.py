@@ -52,6 +52,14 @@ def test_table_for_people_with_pages(env: dict[str, str]) -> None:
     assert sum(ZH_KEY in r for r in rows) == 1
 
 
+def test_a_hit_found_by_sound_or_spelling_says_so(env: dict[str, str]) -> None:
+    proc = asr(env, "收益 | retuns", "--sounds-like")
+    assert proc.returncode == 0, proc.stderr
+    rows = proc.stdout.splitlines()[1:]
+    assert any("**收益**" in r and not r.endswith(")") for r in rows)  # exact: as ever
+    assert any("**returns**" in r and r.endswith("  (spelt nearly like)") for r in rows), rows
+
+
 def test_json_for_scripts_and_filters(env: dict[str, str]) -> None:
     proc = asr(env, '"guarantee a return" | 稳赚不赔 -您', "--json", "--speaker", "agent", "--quality", "needs_review")
     assert proc.returncode == 0, proc.stderr

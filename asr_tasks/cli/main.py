@@ -237,6 +237,9 @@ def print_counts(query: str, counts: list[Any], as_json: bool) -> None:
         print(f"no hits for {query!r}")
 
 
+HOW_MATCHED = {"sound": "  (sounds like)", "fuzzy": "  (spelt nearly like)"}  # said after a hit that is not exact
+
+
 def print_hits(args: argparse.Namespace, page: Any) -> None:
     """The page of hits as a table (or JSON), each hit's call page with ``--urls``, and how to get the next page."""
     from asr_tasks.index.query import clock
@@ -251,7 +254,8 @@ def print_hits(args: argparse.Namespace, page: Any) -> None:
         return
     tty = sys.stdout.isatty()
     rows = [[h.call_date or "-", h.agent_id or "-", h.speaker, f"{clock(h.start)}-{clock(h.end)}", h.key,
-             "review" if h.quality == GateOutcome.FLAGGED else "", _format_highlight(h.highlight, tty)] for h in page.hits]
+             "review" if h.quality == GateOutcome.FLAGGED else "",
+             _format_highlight(h.highlight, tty) + HOW_MATCHED.get(h.match or "exact", "")] for h in page.hits]
     print(table(["DATE", "AGENT", "SPEAKER", "TIME", "RECORDING", "QUALITY", "TEXT"], rows))
     if args.urls:  # the call page of each hit, opened at its second with the search's words marked
         base = get_settings().web.search_url.rstrip("/")
