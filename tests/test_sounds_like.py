@@ -29,6 +29,7 @@ def test_english_sounds_fold_what_a_telephone_line_blurs() -> None:
     assert english_sound("safe") == english_sound("faith") == english_sound("face") == "faf"
     assert english_sound("free") == english_sound("three")
     assert english_sound("this") != english_sound("safe") != english_sound("these")
+    assert english_sound("four") != english_sound("for") and english_sound("sue") != english_sound("the")
     assert english_sound("knight") == english_sound("night") and english_sound("phone") == english_sound("fone")
     assert english_sound("page")[-1] == "j" and english_sound("cell")[0] == english_sound("sell")[0]
     assert english_sound("a4") == "a4" and english_sound("café") == "café"  # not spelt in English letters
@@ -63,10 +64,12 @@ def test_spans_say_how_each_match_was_found() -> None:
     ("visa", "This is the one."), ("sue", "The note."), ("~you", "I said so."), ("sofa", "So far, so good."),
     ('"refund it"', "We refund the fee."), ('"refund it"', "A refund, then."), ('"pay it"', "Please pay now."),
     ('"any one"', "Any news?"), ("these", "The fees are waived."),
+    ("sorry", "Sorted for you."), ("是", "我认识他。"),
 ])
 def test_a_tolerant_term_does_not_match_its_neighbours(query: str, text: str) -> None:
-    """Common short words are their own sound (or ``~sue`` would find every "the"), and two words heard as one
-    keep both (``refund it`` is not ``refund``)."""
+    """Common short words are their own sound (or ``~sue`` would find every "the", ``~four`` every "for"), a
+    lone Chinese character matches as written, and two words heard as one keep both (``refund it`` is not
+    ``refund``)."""
     assert spans(text, Tolerant.of(query.lstrip("~").strip('"'))) == []  # type: ignore[arg-type]
 
 
@@ -126,6 +129,9 @@ def test_tolerant_terms_combine_with_the_rest_of_the_syntax(misheard_index: Tran
     assert {h.key for h in widened} == {SAID_KEY}
     assert not misheard_index.search_page("汇报 -~会报", Filters(sounds_like=True), size=100).hits
     assert keys('~"refund it"') == keys('~"the visa"') == set()  # neighbours in letters or sound of nothing asked
+    # a hit says how the query matched it: by either side of an OR, the surer
+    either = {h.key: h.match for h in misheard_index.search("季度 | ~training", limit=100)}
+    assert either == {misheard_key(0): "exact", misheard_key(7): "fuzzy", SAID_KEY: "exact"}
     assert keys("~training", agent="AG-7") == {misheard_key(7)}
     counts = misheard_index.counts("~保证收益")
     assert sum(c.recordings for c in counts) == 2 and sum(c.segments for c in counts) == 2

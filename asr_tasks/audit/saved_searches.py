@@ -34,7 +34,8 @@ from asr_tasks.text.pii_policy import Policy
 WATCH_PREFIX = "watch:"
 MAX_HITS_PER_DAY = 200
 MAX_NAME_CHARS = 64
-_NAME = re.compile(r"[\w][\w .-]*")
+MAX_NAME_DIGITS = 4  # a name is a label, never a number of someone's
+_NAME = re.compile(r"[^\W_][\w .-]*")
 _MARKED = re.compile(r"<em>(.*?)</em>")
 
 
@@ -82,8 +83,8 @@ def _filters(stored: str) -> Filters:
 
 
 class SavedSearches:
-    """The saved searches of one ledger database; with a PII policy, what people typed is kept masked, as the
-    access log keeps it (a card number searched for is not stored in clear)."""
+    """The saved searches of one ledger database; with a PII policy, a search whose words or filters hold personal
+    data is refused (a card number searched for is never stored in clear, and the index holds it masked)."""
 
     def __init__(self, ledger: Ledger, policy: Policy | None = None) -> None:
         self.engine = ledger.engine
@@ -97,9 +98,10 @@ class SavedSearches:
         if not _NAME.fullmatch(name) or len(name) > MAX_NAME_CHARS:
             raise SavedSearchError(f"name {name!r}: letters, digits, spaces, '.', '-' and '_', at most "
                                    f"{MAX_NAME_CHARS} characters, starting with a letter or digit")
-        if self.policy is not None and mask_text(name, self.policy) != name:
-            raise SavedSearchError("a saved search's name is kept in clear (in its rule, findings and reports): "
-                                   "it must not hold personal data such as a card or phone number")
+        if sum(ch.isdigit() for ch in name) > MAX_NAME_DIGITS or (
+                self.policy is not None and mask_text(name, self.policy) != name):
+            raise SavedSearchError(f"name {name!r}: it is kept in clear (in its rule, findings and reports), so it "
+                                   f"must not hold personal data: at most {MAX_NAME_DIGITS} digits")
         if severity not in SEVERITIES:
             raise SavedSearchError(f"severity {severity!r}: one of {', '.join(SEVERITIES)}")
         if filters.date_from or filters.date_to:
@@ -111,10 +113,13 @@ class SavedSearches:
             raise SavedSearchError(str(exc)) from exc
         if blank(query):
             raise SavedSearchError("a saved search needs words to look for (its filters narrow where)")
-        if self.policy is not None:
-            query = mask_text(query, self.policy)
-            filters = replace(filters, agent=filters.agent and mask_text(filters.agent, self.policy),
-                              tags=tuple(mask_text(t, self.policy) for t in filters.tags))
+        typed = {"query": query, "agent": filters.agent or "", "rule": filters.rule or "", "tag": " ".join(filters.tags)}
+        held = [field for field, value in typed.items()
+                if self.policy is not None and mask_text(value, self.policy) != value]
+        if held:
+            raise SavedSearchError(f"the {' and '.join(held)} holds personal data (a card, phone or account "
+                                   "number...), which the index holds masked: a search for it finds nothing, and "
+                                   "a saved search does not keep it")
         row = {"owner": owner, "name": name, "query": query,
                "filters": json.dumps(stored_filters(filters), ensure_ascii=False, sort_keys=True),
                "severity": severity, "created_at": datetime.now(timezone.utc)}

@@ -47,7 +47,8 @@ def cmd_watch_list(args: argparse.Namespace) -> int:
     elif searches:
         print(table(["OWNER", "NAME", "SEVERITY", "SOUNDS LIKE", "QUERY", "FILTERS"],
                     [[s.owner, s.name, s.severity, "yes" if s.filters.sounds_like else "", s.query,
-                      ", ".join(f"{k} {v}" for k, v in s.to_dict()["filters"].items() if k != "sounds_like")]
+                      "; ".join(f"{k} {', '.join(v) if isinstance(v, list) else v}"
+                                for k, v in s.to_dict()["filters"].items() if k != "sounds_like")]
                      for s in searches]))
     else:
         print("no saved searches")

@@ -56,8 +56,9 @@ def match_expression(query: str, sounds_like: bool = False, db: sqlite3.Connecti
         if tolerant is None:
             return exact
         phrases = token_phrases(tolerant, lambda slot: _near(db, slot), lambda words: _known(db, words))
-        alike = [_phrase("tones", tolerant.tones, "0"), _phrase("sounds", tolerant.sounds, "0"),
-                 *(_phrase("tokens", p, "0") for p in phrases)]
+        sounds = [_phrase("tones", tolerant.tones, "0"), _phrase("sounds", tolerant.sounds, "0")] \
+            if tolerant.sounds else []
+        alike = [*sounds, *(_phrase("tokens", p, "0") for p in phrases)]
         return "(" + " OR ".join([exact, *alike]) + ")"
 
     node = parse_query(query, sounds_like)

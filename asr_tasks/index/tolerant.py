@@ -18,7 +18,7 @@ import itertools
 import math
 from typing import Any, Callable, Iterable
 
-from asr_tasks.index.query import HL_CLOSE, HL_OPEN, Node, Term, exact_phrase, restore_highlight, terms
+from asr_tasks.index.query import HL_CLOSE, HL_OPEN, Node, Or, Term, exact_phrase, restore_highlight, terms
 from asr_tasks.text.sounds import MATCH_KINDS, Slot, Tolerant, spans
 
 TOLERANT_WEIGHT = 0.001
@@ -56,8 +56,9 @@ def es_term(term: Term, fields: list[str]) -> dict[str, Any]:
         slots = [_es_slot(slot) for slot in reading]
         readings.append(slots[0] if len(slots) == 1 else
                         {"span_near": {"clauses": slots, "slop": 0, "in_order": True}})
-    alike = [{"match_phrase": {"tones": " ".join(tolerant.tones)}},
-             {"match_phrase": {"sounds": " ".join(tolerant.sounds)}}, *readings]
+    sounds = [{"match_phrase": {"tones": " ".join(tolerant.tones)}},
+              {"match_phrase": {"sounds": " ".join(tolerant.sounds)}}] if tolerant.sounds else []
+    alike = [*sounds, *readings]
     return {"bool": {"should": [exact, {"bool": {"should": alike, "minimum_should_match": 1,
                                                   "boost": TOLERANT_WEIGHT}}], "minimum_should_match": 1}}
 
@@ -120,21 +121,31 @@ def _render(text: str, marks: list[tuple[int, int]], open_tag: str, close_tag: s
     return "".join(out) + text[at:]
 
 
+def _kind(node: Node, text: str, exact: list[tuple[int, int]]) -> int | None:
+    """How surely the node matched the text (an index of ``MATCH_KINDS``; None: it did not): a term as written
+    where the backend marked words, a tolerant one by its surest span; either item of an OR, every item of an
+    AND (the least sure of them)."""
+    if isinstance(node, Term):
+        tolerant = tolerant_of(node)
+        if tolerant is None:
+            return 0 if exact else None
+        found = spans(text, tolerant)
+        return min((0 if any(s.start < e and b < s.end for b, e in exact) else MATCH_KINDS.index(s.kind)
+                    for s in found), default=None)
+    kinds = [_kind(item, text, exact) for item in node.items]
+    if isinstance(node, Or):
+        return min((k for k in kinds if k is not None), default=None)
+    return None if None in kinds else max(k for k in kinds if k is not None)
+
+
 def marked(text: str, highlighted: str, node: Node | None, open_tag: str, close_tag: str) -> tuple[str, str | None]:
     """A hit's highlight (the backend's marks of its exact matches, and where its tolerant terms matched) and how it
-    matched: the least sure way any of its tolerant terms did (``MATCH_KINDS``); None for a search by filters."""
+    matched (``_kind``; exact where that cannot be told); None for a search by filters."""
     exact = _ranges(text, highlighted)
     marks = list(exact)
-    kind = None if node is None else "exact"
     for term in terms(node):
         tolerant = tolerant_of(term)
-        if tolerant is None:
-            continue
-        found = spans(text, tolerant)
-        if not found:
-            continue
-        marks += [(s.start, s.end) for s in found]
-        best = min(MATCH_KINDS.index("exact" if any(s.start < e and b < s.end for b, e in exact) else s.kind)
-                   for s in found)
-        kind = MATCH_KINDS[max(MATCH_KINDS.index(kind or "exact"), best)]
+        if tolerant is not None:
+            marks += [(s.start, s.end) for s in spans(text, tolerant)]
+    kind = None if node is None else MATCH_KINDS[_kind(node, text, exact) or 0]
     return _render(text, marks, open_tag, close_tag), kind

@@ -13,12 +13,14 @@ three forms, one per position, so that a phrase stays a phrase in each:
   classes and the first vowel of each run of vowels (s/f/th/v/z are one class,
   as a telephone line blurs them: ``safe`` and ``faith`` are both ``faf``,
   ``free`` and ``three`` both ``fr``); a short or function word (``the``,
-  ``this``) is its own sound, too common to be told by its sound alone;
+  ``this``) is its own sound (marked, so ``for`` is not ``four``), too common
+  to be told by its sound alone;
 - ``tones``: a Chinese character's pinyin with its tone (汇 and 会 are both
   ``hui4``); an English word's sound.
 
 A tolerant term (``~word`` in a query, or every term of a sounds-like search)
-matches its exact phrase, or its phrase of tones or of sounds, or a phrase whose
+matches its exact phrase, or its phrase of tones or of sounds (not a lone Chinese
+character's: too many sound like it), or a phrase whose
 words are each within ``budget`` edits of its own, where a word may also be heard
 split in two and two words as one (``readings``). Both index backends are filled
 with ``forms`` and render ``Tolerant`` into their own queries; ``spans`` finds the
@@ -52,6 +54,7 @@ _VOWELS = frozenset("aeiouy")
 # Too short or too common to be told by their sound: each is its own sound ("the" would otherwise sound like
 # "sue", "this" like "visa"), so a tolerant search of a word never finds every call through these.
 OWN_SOUND_LETTERS = 3
+OWN_SOUND = "0"  # ends such a word's sound: no sound of letters has a digit, no pinyin tone is 0
 FUNCTION_WORDS = frozenset({  # of four letters or more
     "about", "above", "after", "again", "against", "also", "because", "been", "before", "being", "below", "between",
     "both", "cannot", "could", "does", "doing", "down", "during", "each", "from", "further", "have", "having",
@@ -83,9 +86,10 @@ class Token:
 def english_sound(word: str) -> str:
     """An English word's sound: consonant classes, a run of vowels its first vowel, a final vowel silent; a word
     with digits or other letters, of up to ``OWN_SOUND_LETTERS`` letters or a function word is its own sound."""
-    if not word.isascii() or not _LETTERS.fullmatch(word) or len(word) <= OWN_SOUND_LETTERS \
-            or word in FUNCTION_WORDS:
+    if not word.isascii() or not _LETTERS.fullmatch(word):
         return word
+    if len(word) <= OWN_SOUND_LETTERS or word in FUNCTION_WORDS:
+        return word + OWN_SOUND  # marked: "for" is not the sound of "four" (f-o-r)
     for start, sound in _SILENT_START:
         if word.startswith(start) and len(word) > len(start):
             word = sound + word[len(start):]
@@ -205,6 +209,8 @@ class Tolerant:
             return None
         words = tuple(t.word for t in toks)
         phrase = len(words) > 1
+        if not phrase and toks[0].cjk:  # one character sounds like too many others: it matches as written
+            return cls(words, (), (), ((_slot(words[0], False),),))
         readings = [tuple(_slot(w, phrase) for w in words)]
         if len(words) <= MAX_MERGED_WORDS:
             for n in range(len(words) - 1):
@@ -267,7 +273,8 @@ def spans(text: str, term: Tolerant) -> list[Span]:
         if len(window) == size:
             if tuple(t.word for t in window) == term.words:
                 kind, end = "exact", at + size
-            elif tuple(t.tone for t in window) == term.tones or tuple(t.sound for t in window) == term.sounds:
+            elif term.sounds and (tuple(t.tone for t in window) == term.tones
+                                  or tuple(t.sound for t in window) == term.sounds):
                 kind, end = "sound", at + size
         if not kind:
             ends = [e for reading in term.readings for e in _reading_ends(toks, at, reading)]
