@@ -42,6 +42,7 @@ def test_saved_searches_are_kept_per_owner_and_checked(settings: Settings) -> No
     assert [s.query for s in saved.listed("bob")] == ['"guaranteed return"']
     refusals = {
         "has a saved search named": lambda: saved.add("alice", "returns", "x", Filters(), SPEAKERS),
+        "has a saved search named 'Returns'": lambda: saved.add("alice", "Returns", "x", Filters(), SPEAKERS),
         "name '': letters": lambda: saved.add("alice", " ", "x", Filters(), SPEAKERS),
         "takes no dates": lambda: saved.add("alice", "a", "x", Filters(date_from="2026-11-01"), SPEAKERS),
         "speaker 'boss'": lambda: saved.add("alice", "a", "x", Filters(speaker="boss"), SPEAKERS),

@@ -120,6 +120,8 @@ class SavedSearches:
             raise SavedSearchError(f"the {' and '.join(held)} holds personal data (a card, phone or account "
                                    "number...), which the index holds masked: a search for it finds nothing, and "
                                    "a saved search does not keep it")
+        if any(s.name.casefold() == name.casefold() for s in self.listed(owner)):  # one rule, however spelt
+            raise SavedSearchError(f"{owner} has a saved search named {name!r} already")
         row = {"owner": owner, "name": name, "query": query,
                "filters": json.dumps(stored_filters(filters), ensure_ascii=False, sort_keys=True),
                "severity": severity, "created_at": datetime.now(timezone.utc)}
@@ -142,7 +144,7 @@ class SavedSearches:
     def remove(self, owner: str, name: str) -> SavedSearch:
         """Remove one of the owner's saved searches; the findings it made stay with their days' audits."""
         t, name = saved_searches, name.strip()
-        found = [s for s in self.listed(owner) if s.name == name]
+        found = [s for s in self.listed(owner) if s.name.casefold() == name.casefold()]
         if not found:
             raise SavedSearchError(f"{owner} has no saved search named {name!r}")
         with self.engine.begin() as db:

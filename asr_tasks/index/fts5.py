@@ -22,7 +22,7 @@ from asr_tasks.chars import CJK_RANGES
 from asr_tasks.index.query import Term, to_fts5
 from asr_tasks.index.query import parse as parse_query
 from asr_tasks.index.tolerant import MAX_EXPANSIONS, TOLERANT_WEIGHT, token_phrases, tolerant_of
-from asr_tasks.text.sounds import FORM_FIELDS, Slot, forms
+from asr_tasks.text.sounds import FORM_FIELDS, Slot, forms, within
 from asr_tasks.text.sounds import tokens as sound_tokens
 
 _CJK_CHAR = re.compile(f"([{CJK_RANGES}])")
@@ -73,7 +73,8 @@ def _near(db: sqlite3.Connection | None, slot: Slot) -> list[str]:
                       (len(slot.word) - slot.budget, len(slot.word) + slot.budget)).fetchall()
     counts = {row[0]: row[1] for row in rows}
     found = process.extract(slot.word, list(counts), scorer=OSA.distance, score_cutoff=slot.budget, limit=None)
-    return [word for word, _, _ in sorted(found, key=lambda f: (f[1], -counts[f[0]], f[0]))][:MAX_EXPANSIONS]
+    return [word for word, edits, _ in sorted(found, key=lambda f: (f[1], -counts[f[0]], f[0]))
+            if within(word, slot, int(edits))][:MAX_EXPANSIONS]
 
 
 def _known(db: sqlite3.Connection | None, words: Iterable[str]) -> set[str]:

@@ -33,16 +33,20 @@ def tolerant_of(term: Term) -> Tolerant | None:
 
 # Elasticsearch
 
+def _es_fuzzy(slot: Slot, edits: int, prefix: int) -> dict[str, Any]:
+    return {"span_multi": {"match": {"fuzzy": {"tokens": {
+        "value": slot.word, "fuzziness": edits, "max_expansions": MAX_EXPANSIONS, "prefix_length": prefix,
+        "transpositions": True}}}}}
+
+
 def _es_slot(slot: Slot) -> dict[str, Any]:
-    if slot.budget:
-        word: dict[str, Any] = {"span_multi": {"match": {"fuzzy": {"tokens": {
-            "value": slot.word, "fuzziness": slot.budget, "max_expansions": MAX_EXPANSIONS, "prefix_length": 0,
-            "transpositions": True}}}}}
-    else:
-        word = {"span_term": {"tokens": slot.word}}
+    # one edit anywhere, a second only with the first letter kept (``sounds.within``)
+    words = [_es_fuzzy(slot, 1, 0), *([_es_fuzzy(slot, slot.budget, 1)] if slot.budget > 1 else [])] \
+        if slot.budget else [{"span_term": {"tokens": slot.word}}]
     splits = [{"span_near": {"clauses": [{"span_term": {"tokens": a}}, {"span_term": {"tokens": b}}], "slop": 0,
                              "in_order": True}} for a, b in slot.splits]
-    return {"span_or": {"clauses": [word, *splits]}} if splits else word
+    clauses = [*words, *splits]
+    return {"span_or": {"clauses": clauses}} if len(clauses) > 1 else clauses[0]
 
 
 def es_term(term: Term, fields: list[str]) -> dict[str, Any]:

@@ -175,7 +175,8 @@ def forms(text: str) -> dict[str, str]:
 def budget(word: str, in_phrase: bool) -> int:
     """Edits a word may be off and still match: none for one or two letters, a Chinese character or anything with
     digits; one up to five letters (two for four or five inside a phrase, whose other words hold it in place);
-    two beyond. Elasticsearch's AUTO fuzziness, the same on both backends."""
+    two beyond (Elasticsearch's AUTO fuzziness), the second only with the word's first letter kept
+    (``within``). The same on both backends."""
     if len(word) <= 2 or CJK_CHAR.match(word) or not word.isalpha():
         return 0
     if len(word) <= 5:
@@ -232,10 +233,16 @@ def _merged(first: str, second: str) -> Slot:
     return Slot(slot.word, min(slot.budget, min(len(first), len(second)) - 1), slot.splits)
 
 
+def within(word: str, slot: Slot, edits: int) -> bool:
+    """Whether ``edits`` (a written word's distance from the slot's) is within the slot's budget: a second edit
+    only where the word keeps the slot's first letter (so "risk" may be heard "is" only as one edit could)."""
+    return edits <= min(slot.budget, 1) or (edits <= slot.budget and word[:1] == slot.word[:1])
+
+
 def alike(word: str, slot: Slot) -> bool:
     """Whether a written word is the slot's within its budget (transpositions count as one edit)."""
-    return word == slot.word or (slot.budget > 0 and OSA.distance(word, slot.word, score_cutoff=slot.budget)
-                                 <= slot.budget)
+    return word == slot.word or (slot.budget > 0 and within(
+        word, slot, OSA.distance(word, slot.word, score_cutoff=slot.budget)))
 
 
 def _reading_ends(toks: list[Token], at: int, slots: tuple[Slot, ...]) -> Iterator[int]:
