@@ -540,6 +540,13 @@ def test_every_response_carries_the_security_headers(client: TestClient, jfk_rec
     assert client.get("/openapi.json").status_code == 404 and client.get("/docs").status_code == 404
 
 
+def test_no_page_styles_an_element_inline() -> None:
+    """The policy lets only a page's own nonced <style> style it: an inline style attribute is refused by the
+    browser (and logged as a violation), so no template may use one."""
+    templates = sorted((PROJECT_ROOT / "include" / "templates").glob("*.html"))
+    assert templates and not [t.name for t in templates if re.search(r"\sstyle\s*=", t.read_text())]
+
+
 def test_the_audio_route_serves_decoded_audio_only(settings: Settings, world: tuple[SqliteIndex, LocalStore],
                                                    jfk_rec: Recording) -> None:
     """An uploaded page or picture under a day prefix is quarantined, and never served: not even by its id."""
