@@ -43,6 +43,8 @@ def test_saved_searches_are_kept_per_owner_and_checked(settings: Settings) -> No
     refusals = {
         "has a saved search named": lambda: saved.add("alice", "returns", "x", Filters(), SPEAKERS),
         "has a saved search named 'Returns'": lambda: saved.add("alice", "Returns", "x", Filters(), SPEAKERS),
+        "has a saved search named 'my returns'": lambda: (saved.add("alice", "my returns", "x", Filters(), SPEAKERS),
+                                                        saved.add("alice", " my  returns", "x", Filters(), SPEAKERS)),
         "name '': letters": lambda: saved.add("alice", " ", "x", Filters(), SPEAKERS),
         "takes no dates": lambda: saved.add("alice", "a", "x", Filters(date_from="2026-11-01"), SPEAKERS),
         "speaker 'boss'": lambda: saved.add("alice", "a", "x", Filters(speaker="boss"), SPEAKERS),
@@ -55,6 +57,7 @@ def test_saved_searches_are_kept_per_owner_and_checked(settings: Settings) -> No
         with pytest.raises(SavedSearchError, match=message):
             attempt()
     assert saved.remove("alice", "returns").name == "returns"
+    assert saved.remove("alice", "my   returns").name == "my returns"
     assert [s.owner for s in saved.listed()] == ["bob"]
 
 

@@ -94,7 +94,7 @@ class SavedSearches:
             severity: str = "medium") -> SavedSearch:
         """Save a search under the owner's name for it, checked as a search from the page or the CLI is; refused
         (``SavedSearchError``) where it has no words or could find nothing, names days, or the name is taken."""
-        name = name.strip()
+        name = " ".join(name.split())  # one space between words: "risk  talk" is "risk talk"
         if not _NAME.fullmatch(name) or len(name) > MAX_NAME_CHARS:
             raise SavedSearchError(f"name {name!r}: letters, digits, spaces, '.', '-' and '_', at most "
                                    f"{MAX_NAME_CHARS} characters, starting with a letter or digit")
@@ -143,7 +143,7 @@ class SavedSearches:
 
     def remove(self, owner: str, name: str) -> SavedSearch:
         """Remove one of the owner's saved searches; the findings it made stay with their days' audits."""
-        t, name = saved_searches, name.strip()
+        t, name = saved_searches, " ".join(name.split())
         found = [s for s in self.listed(owner) if s.name.casefold() == name.casefold()]
         if not found:
             raise SavedSearchError(f"{owner} has no saved search named {name!r}")
