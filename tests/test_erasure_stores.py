@@ -20,6 +20,8 @@ from conftest import EsCluster, S3Server
 from minio import Minio
 from services import throwaway_database
 
+from asr_tasks.audit.reviews import Reviews
+from asr_tasks.audit.rules import Finding
 from asr_tasks.config import Settings
 from asr_tasks.index.backends import open_index
 from asr_tasks.intake.stores import open_store
@@ -119,13 +121,16 @@ def erase_and_search(conf: Settings, store: Any, index: Any, s3_server: S3Server
     access = AccessLog(ledger)
     hold = Holds(ledger, access).place("customer", "complaint", "officer", value=customer)
     Holds(ledger, access).release(hold.id, "settled", "officer")
+    finding = Finding("f" * 24, "promise-of-return", "high", "", rid, key, DAY.isoformat(), "AG-1004", "agent", 1.0,
+                      2.0, WORDS)
+    Reviews(ledger, access).review(finding, "qa1", "confirmed", comment=f"heard: {WORDS}")  # what a reviewer wrote
 
     ours = f"{conf.index.es_index_prefix}*"
     before = json.dumps(es_json(es_cluster, f"/{ours}/_search?size=1000"))
     stored = bucket_bytes(s3_server, buckets)
     assert WORDS in before and customer in before and key in before
     assert any(key.encode() in data for data in stored.values()) and any(rid in name for name in stored)
-    assert customer in ledger_rows(ledger_url)["recording_ledger"]
+    assert customer in ledger_rows(ledger_url)["recording_ledger"] and WORDS in ledger_rows(ledger_url)["finding_review"]
 
     result = Eraser(conf, ledger, store, index, access).erase(select_keys(ledger, customer=customer),
                                                               "customer-request", "officer")

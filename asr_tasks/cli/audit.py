@@ -145,8 +145,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
               f"(asr audit --date {args.date} --rerun audits it now)", file=sys.stderr)
         return 1
     if args.json:
+        from asr_tasks.audit.reviews import open_reviews, precision
+
+        held = open_reviews(settings).of(f.finding_id for f in result.findings)
         print_json({"summary": result.summary(), "findings": [f.to_dict() for f in result.findings],
-                    "tags": result.tags, "redaction": result.redaction.to_dict() if result.redaction else None})
+                    "tags": result.tags, "redaction": result.redaction.to_dict() if result.redaction else None,
+                    "reviews": precision(result.findings, held)})
     else:
         print_audit(result, settings.web.search_url)
         report = f"{settings.storage.artefacts_bucket}/{DayReports(args.date).audit('html')}"

@@ -140,8 +140,10 @@ class Eraser:
         return next((h for row in versions if (h := self.holds.holding(row, active)) is not None), None)
 
     def _remove(self, bucket: str, key: str, versions: list[dict[str, Any]]) -> None:
-        """The key's index documents, every version's artefacts and, with ``erase_source``, the recording itself."""
+        """The key's index documents, the reviews of its findings, every version's artefacts and, with
+        ``erase_source``, the recording itself."""
         self.index.delete_recording(bucket, key)
+        self.ledger.forget_reviews([row["recording_id"] for row in versions])
         artefacts = self.settings.storage.artefacts_bucket
         for row in versions:
             for version in RecordingVersion.every(row["call_date"], row["recording_id"]):

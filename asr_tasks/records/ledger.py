@@ -40,6 +40,7 @@ from sqlalchemy import (
     UniqueConstraint,
     bindparam,
     create_engine,
+    delete,
     event,
     func,
     inspect,
@@ -139,6 +140,24 @@ saved_searches = Table(
     Column("severity", String(20), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("owner", "name", name="saved_search_owner_name"),
+)
+
+
+# Reviews of QA findings: a reviewer's verdict on each (audit/reviews.py), by the finding's id, which a re-scored
+# day gives the same finding again, so that it keeps its review.
+finding_reviews = Table(
+    "finding_review",
+    metadata,
+    Column("finding_id", String(64), primary_key=True),
+    Column("recording_id", String(64), nullable=False),
+    Column("call_date", String(10), nullable=False),
+    Column("rule_id", String(255), nullable=False),
+    Column("status", String(20), nullable=False),  # confirmed, dismissed or assigned
+    Column("reason", String(40)),  # why dismissed: a code of audit.reviews.DISMISS_REASONS
+    Column("comment", Text, nullable=False),  # masked by the PII policy
+    Column("assignee", String(255)),
+    Column("reviewer", String(255), nullable=False),
+    Column("reviewed_at", DateTime(timezone=True), nullable=False),
 )
 
 
@@ -289,6 +308,11 @@ class Ledger:
                                                 recordings.c.state.not_in(GONE_STATES))  # a rerun keeps the first
                        .values(state=RecordingState.ERASING, reason=reason, erased_by=user, erased_at=_now(),
                                updated_at=_now(), segments=None))
+
+    def forget_reviews(self, recording_ids: list[str]) -> None:
+        """The reviews of these versions' findings: gone with the findings when they are erased."""
+        with self.engine.begin() as db:
+            db.execute(delete(finding_reviews).where(finding_reviews.c.recording_id.in_(recording_ids)))
 
     def erased(self, recording_ids: list[str]) -> None:
         """Everything these versions left behind is gone: the tombstones are final, and keep the version's id,

@@ -1,0 +1,92 @@
+"""``asr review``: a day's findings with their reviews, and a reviewer's verdict on one (``audit.reviews``), under
+the name of the account that gives it."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from typing import TYPE_CHECKING, Any
+
+from asr_tasks.audit.verdicts import DISMISS_REASONS, STATUSES
+from asr_tasks.cli.audit import found
+from asr_tasks.cli.console import print_json, table
+from asr_tasks.cli.options import Checked
+from asr_tasks.config import Settings, get_settings
+from asr_tasks.index.query import clock
+from asr_tasks.inputs import InputError, calendar_day
+
+if TYPE_CHECKING:
+    from asr_tasks.audit.rules import Finding
+
+
+def _findings(day: str, settings: Settings) -> list[Finding]:
+    """The day's findings as its stored audit holds them (refused where the day was never audited)."""
+    from asr_tasks.audit.reports import stored_audit
+    from asr_tasks.intake.stores import open_store
+
+    result = stored_audit(day, open_store(settings.storage), settings)
+    if result is None:
+        raise InputError(f"no audit is stored for {day} (asr audit --date {day} --rerun audits it)")
+    return result.findings
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    from asr_tasks.audit.reviews import ReviewError, open_reviews, precision, status_of
+
+    verdicts = [args.confirm, args.dismiss is not None, args.assign is not None]
+    if (args.finding is None) == any(verdicts) or (args.finding is None and args.why is not None):
+        raise InputError("--finding ID with one of --confirm, --dismiss REASON, --assign USER (and --why); or no "
+                         "--finding, to list the day's findings")
+    settings = get_settings()
+    findings, reviews = _findings(args.date, settings), open_reviews(settings)
+    if args.finding is None:
+        if args.status is not None and args.status not in STATUSES:
+            raise InputError(f"--status {args.status!r}: one of {', '.join(STATUSES)}")
+        held = reviews.of(f.finding_id for f in findings)
+        listed = [f for f in findings if args.status in (None, status_of(f, held))
+                  and args.rule in (None, f.rule_id)]
+        if args.json:
+            print_json({"findings": [{**f.to_dict(), "status": status_of(f, held),
+                                      "review": held[f.finding_id].to_dict() if f.finding_id in held else None}
+                                     for f in listed], "rules": precision(findings, held)})
+        elif listed:
+            print(table(["STATUS", "RULE", "RECORDING", "SPEAKER", "TIME", "FOUND", "FINDING", "BY"],
+                        [[status_of(f, held), f.rule_id, f.key, f.speaker, f"{clock(f.start)}-{clock(f.end)}",
+                          found(f), f.finding_id, held[f.finding_id].reviewer if f.finding_id in held else ""]
+                         for f in listed]))
+        else:
+            print(f"{args.date}: no findings" + (f" {args.status}" if args.status else ""))
+        return 0
+    finding = next((f for f in findings if f.finding_id == args.finding), None)
+    if finding is None:
+        raise InputError(f"--finding {args.finding!r}: no finding of {args.date} has that id (asr review --date "
+                         f"{args.date} lists them)")
+    status = "confirmed" if args.confirm else "dismissed" if args.dismiss else "assigned"
+    try:
+        review = reviews.review(finding, getpass.getuser(), status, reason=args.dismiss, comment=args.why or "",
+                                assignee=args.assign)
+    except ReviewError as exc:
+        print(f"asr review: {exc}", file=sys.stderr)
+        return 2
+    print(f"{review.finding_id} ({review.rule_id}, {finding.key} at {clock(finding.start)}): {review.status}"
+          + (f", {review.reason}" if review.reason else "") + (f" to {review.assignee}" if review.assignee else ""))
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    p = sub.add_parser("review", help="a day's findings with their reviews; confirm, dismiss or assign one")
+    p.add_argument("--date", required=True, action=Checked, check=calendar_day, help="YYYY-MM-DD: the findings' day")
+    p.add_argument("--finding", metavar="ID", help="the finding to review (its id, as the listing prints it)")
+    verdict = p.add_mutually_exclusive_group()
+    verdict.add_argument("--confirm", action="store_true", help="the finding is right")
+    verdict.add_argument("--dismiss", metavar="REASON", choices=list(DISMISS_REASONS),
+                         help="the finding is wrong, and why: " + "; ".join(f"{k}: {v}" for k, v in
+                                                                           DISMISS_REASONS.items()))
+    verdict.add_argument("--assign", metavar="USER", help="someone else is to review it")
+    p.add_argument("--why", metavar="TEXT", help="a comment (kept masked, as everything people type)")
+    p.add_argument("--status", help="list only findings of this status: " + ", ".join(STATUSES))
+    p.add_argument("--rule", help="list only findings of this rule")
+    p.add_argument("--json", action="store_true", help="the listing, with each rule's findings by status")
+    p.set_defaults(func=cmd_review)
+

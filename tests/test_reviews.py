@@ -1,0 +1,101 @@
+"""Reviews of QA findings: confirmed, dismissed with a reason or assigned, kept by a re-scored day's same finding,
+every action in the access log, comments masked, each rule's findings by status; from the command line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_audit import CALLS, DAY, RULES, _record_day
+
+from asr_tasks.audit.reports import rescore, run_audit
+from asr_tasks.audit.reviews import ReviewError, Reviews, precision
+from asr_tasks.audit.rules import load_rule_set
+from asr_tasks.config import PROJECT_ROOT, Settings
+from asr_tasks.intake.stores import LocalStore
+from asr_tasks.records.access_log import AccessLog
+from asr_tasks.records.ledger import open_ledger
+from asr_tasks.text.masking import configured_policy
+
+
+def reviews(settings: Settings) -> Reviews:
+    ledger = open_ledger(settings.ledger)
+    return Reviews(ledger, AccessLog(ledger), configured_policy(settings))
+
+
+def test_a_finding_is_confirmed_dismissed_or_assigned_and_keeps_its_review_when_rescored(
+        settings: Settings) -> None:
+    index = _record_day(settings, CALLS)
+    store = LocalStore(settings.storage.path("store_root"))
+    result = run_audit(DAY, load_rule_set(RULES), index, store, settings)
+    first, second, third = result.findings[:3]
+    kept = reviews(settings)
+    kept.review(first, "qa1", "confirmed", comment="heard it at 0:09")
+    dismissed = kept.review(second, "qa1", "dismissed", "not-said",
+                            comment="the customer read 4111 1111 1111 1111 back")
+    kept.review(third, "lead", "assigned", assignee="qa2")
+    assert dismissed.reason == "not-said" and "4111" not in dismissed.comment and "[CARD" in dismissed.comment
+    refusals = {
+        "needs a reason": lambda: kept.review(first, "qa1", "dismissed"),
+        "says it in the comment": lambda: kept.review(first, "qa1", "dismissed", "other"),
+        "status 'open'": lambda: kept.review(first, "qa1", "open"),
+        "names whom": lambda: kept.review(first, "qa1", "assigned"),
+        "only a dismissal has a reason": lambda: kept.review(first, "qa1", "confirmed", "allowed"),
+    }
+    for message, attempt in refusals.items():
+        with pytest.raises(ReviewError, match=message):
+            attempt()
+
+    held = kept.of(f.finding_id for f in result.findings)
+    assert {f.finding_id: held[f.finding_id].status for f in result.findings if f.finding_id in held} == {
+        first.finding_id: "confirmed", second.finding_id: "dismissed", third.finding_id: "assigned"}
+    by_rule = precision(result.findings, held)
+    assert sum(c["open"] for c in by_rule.values()) == len(result.findings) - 3
+    assert by_rule[second.rule_id]["dismissed"] >= 1 and set(by_rule) == {f.rule_id for f in result.findings}
+
+    # Re-scored with the same rules, the same findings come back with the same ids: their reviews stand.
+    again = rescore(DAY, load_rule_set(RULES), index, store, settings)
+    assert again is not None and not again.added and not again.removed
+    assert kept.of(f.finding_id for f in again.result.findings) == held
+    log = [e.to_dict() for e in AccessLog(open_ledger(settings.ledger)).entries(actions=("review",))]
+    assert [(e["user"], e["recording_id"]) for e in log] == [
+        ("qa1", first.recording_id), ("qa1", second.recording_id), ("lead", third.recording_id)]
+    assert "dismissed (not-said)" in log[1]["detail"] and "4111" not in json.dumps(log)
+
+
+def test_review_from_the_command_line(settings: Settings) -> None:
+    index = _record_day(settings, CALLS)
+    run_audit(DAY, load_rule_set(RULES), index, LocalStore(settings.storage.path("store_root")), settings)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASR_")}
+    env.update(ASR_LEDGER_URL=settings.ledger.ledger_url, ASR_INDEX_PATH=str(settings.index.path("index_path")),
+               ASR_STORE_ROOT=str(settings.storage.path("store_root")))
+    asr = str(Path(sys.executable).parent / "asr")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([asr, *args], env=env, capture_output=True, text=True, timeout=120, cwd=PROJECT_ROOT)
+
+    listed = json.loads(run("review", "--date", DAY, "--json").stdout)
+    assert listed["findings"] and {f["status"] for f in listed["findings"]} == {"open"}
+    finding = listed["findings"][0]
+    done = run("review", "--date", DAY, "--finding", finding["finding_id"], "--dismiss", "allowed", "--why", "ok")
+    assert done.returncode == 0, done.stderr
+    assert "dismissed, allowed" in done.stdout
+    dismissed = json.loads(run("review", "--date", DAY, "--status", "dismissed", "--json").stdout)
+    assert [(f["finding_id"], f["review"]["comment"]) for f in dismissed["findings"]] == [(finding["finding_id"], "ok")]
+    assert dismissed["rules"][finding["rule_id"]]["dismissed"] == 1
+    table = run("review", "--date", DAY, "--status", "open").stdout.splitlines()
+    assert table[0].split()[:2] == ["STATUS", "RULE"] and len(table) == len(listed["findings"])
+    audit = json.loads(run("audit", "--date", DAY, "--json").stdout)
+    assert audit["reviews"][finding["rule_id"]]["dismissed"] == 1
+    for args, message in [
+        (("--finding", finding["finding_id"]), "--finding ID with one of"),
+        (("--confirm",), "--finding ID with one of"),
+        (("--finding", "nope", "--confirm"), "no finding of 2026-11-27 has that id"),
+        (("--finding", finding["finding_id"], "--dismiss", "other"), "says it in the comment"),
+    ]:
+        refused = run("review", "--date", DAY, *args)
+        assert refused.returncode == 2 and message in refused.stderr, (args, refused.stderr)
