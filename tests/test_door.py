@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 from fastapi.routing import APIRoute
 from starlette.testclient import TestClient
+from test_pages_walk import stored_audit
 from test_webui import JFK_KEY, ZH_KEY, jfk_rec, world  # noqa: F401  (fixtures)
 
 from asr_tasks import PIPELINE_VERSION
+from asr_tasks.audit.rules import Finding
 from asr_tasks.config import Settings
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.intake.stores import LocalStore
@@ -37,7 +39,9 @@ BODIES: dict[tuple[str, str], list[dict[str, Any]]] = {
     ("POST", "/api/holds/{hold_id}/release"): [{"why": "case closed"}],
     ("POST", "/api/erase"): [{"key": ZH_KEY, "reason": "customer-request"}],
     ("POST", "/api/watches"): [{"name": "premiums", "q": "premium"}],
+    ("POST", "/api/reviews/{finding_id}"): [{"date": DAY, "status": "confirmed"}],
 }
+FINDING = "f" * 24  # the day's one finding (``stored_audit``), which a reviewer confirms
 
 
 def markers(jfk: Path) -> list[str | bytes]:
@@ -49,7 +53,7 @@ def markers(jfk: Path) -> list[str | bytes]:
 
 def filled(path: str, rid: str, fmt: str) -> str:
     """A route's path with its parameters filled in; a parameter this test does not know fails it."""
-    values = {"recording_id": rid, "fmt": fmt, "day": DAY, "hold_id": "1", "name": "premiums"}
+    values = {"recording_id": rid, "fmt": fmt, "day": DAY, "hold_id": "1", "name": "premiums", "finding_id": FINDING}
     unknown = set(re.findall(r"{(\w+)}", path)) - set(values)
     assert not unknown, f"{path}: the door test cannot fill in {unknown}; teach it"
     return re.sub(r"{(\w+)}", lambda m: values[m.group(1)], path)
@@ -62,6 +66,8 @@ def test_no_route_answers_with_a_call_without_a_row_in_the_access_log(
     version = RecordingVersion(DAY, jfk_rec.recording_id, "1")
     store.put_bytes(settings.storage.artefacts_bucket, version.unredacted("m"),
                     store.get_bytes(settings.storage.artefacts_bucket, version.gated("m")))
+    stored_audit(settings, store, [Finding(FINDING, "promise-of-return", "high", "", jfk_rec.recording_id, jfk_rec.key,
+                                           DAY, "AG-1004", "agent", 1.0, 3.0, "ask not what your country")])
     app = create_app(settings)
     client, access = TestClient(app), AccessLog(open_ledger(settings.ledger))
     content = markers(jfk)
@@ -92,7 +98,7 @@ def test_no_route_answers_with_a_call_without_a_row_in_the_access_log(
     assert {path for _, path in served} >= {"/", "/api/search", "/audio/{recording_id}", "/call/{recording_id}",
                                             "/audio/{recording_id}/original", "/api/recordings/{recording_id}/unredacted",
                                             "/call/{recording_id}/transcript.{fmt}", "/api/export",
-                                            "/progress/day/{day}", "/api/holds"}
+                                            "/progress/day/{day}", "/api/holds", "/reviews", "/api/reviews"}
 
 
 @pytest.mark.parametrize("header", ["bytes=0-", "bytes=-10", "bytes=1-,0-3", "bytes=2-1"])

@@ -10,7 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from test_audit import CALLS, DAY, RULES, _record_day
+from test_pages_walk import granting, header_of
 
 from asr_tasks.audit.reports import rescore, run_audit
 from asr_tasks.audit.reviews import ReviewError, Reviews, precision
@@ -20,6 +22,7 @@ from asr_tasks.intake.stores import LocalStore
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.ledger import open_ledger
 from asr_tasks.text.masking import configured_policy
+from asr_tasks.web.app import create_app
 
 
 def reviews(settings: Settings) -> Reviews:
@@ -99,3 +102,45 @@ def test_review_from_the_command_line(settings: Settings) -> None:
     ]:
         refused = run("review", "--date", DAY, *args)
         assert refused.returncode == 2 and message in refused.stderr, (args, refused.stderr)
+
+
+def test_the_review_queue_on_the_page(settings: Settings) -> None:
+    """A Call Reviewer opens the day's queue, dismisses a finding with a reason, and the queue, the rule's counts
+    and the access log show it; a Call Reader may search but not review."""
+    index = _record_day(settings, CALLS)
+    store = LocalStore(settings.storage.path("store_root"))
+    result = run_audit(DAY, load_rule_set(RULES), index, store, settings)
+    grants = {"rita": {"read", "review"}, "carl": {"read"}}
+    client = TestClient(create_app(settings, index=index, store=store, authorize=granting(grants, [])))
+    as_rita, as_carl = {"X-User": "rita"}, {"X-User": "carl"}
+
+    page = client.get("/reviews", headers=as_rita)
+    assert page.status_code == 200 and f"Reviews of {DAY}" in page.text
+    assert "Reviews" in header_of(page.text) and "Reviews" not in header_of(client.get("/", headers=as_carl).text)
+    finding = result.findings[0]
+    assert finding.finding_id in page.text and f"call/{finding.recording_id}?" in page.text
+    assert client.get("/reviews", headers=as_carl).status_code == 403
+    assert client.post(f"/api/reviews/{finding.finding_id}", json={"date": DAY, "status": "confirmed"},
+                       headers=as_carl).status_code == 403
+
+    said = {"date": DAY, "status": "dismissed", "reason": "other-party", "comment": "the customer said it"}
+    done = client.post(f"/api/reviews/{finding.finding_id}", json=said, headers=as_rita)
+    assert done.status_code == 200, done.text
+    assert (done.json()["reviewer"], done.json()["status"]) == ("rita", "dismissed")
+    assert client.post(f"/api/reviews/{finding.finding_id}", json={**said, "reason": None},
+                       headers=as_rita).status_code == 400
+    assert client.post("/api/reviews/nope", json=said, headers=as_rita).status_code == 404
+    assert client.post(f"/api/reviews/{finding.finding_id}", json={**said, "date": "2026-11-26"},
+                       headers=as_rita).status_code == 404  # no audit that day
+    assert client.get("/api/reviews", params={"date": DAY, "status": "urgent"}, headers=as_rita).status_code == 422
+
+    listed = client.get("/api/reviews", params={"date": DAY, "status": "dismissed"}, headers=as_rita).json()
+    assert [f["finding_id"] for f in listed["findings"]] == [finding.finding_id]
+    assert listed["rules"][finding.rule_id]["dismissed"] == 1
+    open_page = client.get("/reviews", params={"date": DAY}, headers=as_rita).text  # open ones by default
+    assert f'data-finding="{finding.finding_id}"' not in open_page and "the customer said it" not in open_page
+    shown = client.get("/reviews", params={"date": DAY, "status": "dismissed"}, headers=as_rita).text
+    assert f'data-finding="{finding.finding_id}"' in shown and "the customer said it" in shown
+    assert ": said by the other party, or quoted" in shown
+    log = AccessLog(open_ledger(settings.ledger)).entries(actions=("review",))
+    assert [(e.user, e.recording_id) for e in log] == [("rita", finding.recording_id)]

@@ -37,6 +37,7 @@ PERMISSIONS: dict[str, Permission] = {
     "erase_hold": Permission("can_erase_hold", "erase recordings and place or release legal holds",
                              "Call Records Officer"),
     "access_log": Permission("can_read_access_log", "read the access log", "Call Access Auditor"),
+    "review": Permission("can_review", "review QA findings: confirm, dismiss or assign them", "Call Reviewer"),
 }
 
 

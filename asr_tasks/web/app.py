@@ -41,13 +41,14 @@ from asr_tasks.web.routers import (
     progress,
     records,
     reports,
+    reviews,
     search,
     unredacted,
     watches,
 )
 
 # Each router's routes ask for its PERMISSION.
-ROUTERS = (search, audio, unredacted, access_log, call, exports, progress, records, reports, watches)
+ROUTERS = (search, audio, unredacted, access_log, call, exports, progress, records, reports, watches, reviews)
 
 
 def security_headers(nonce: str) -> dict[str, str]:

@@ -37,7 +37,7 @@ class Link:
 
 HEADER = (Link("search", "./", "Search", "read"), Link("findings", "reports/qa", "Findings", "read"),
           Link("progress", "progress", "Progress", "read"), Link("watches", "watches", "Saved searches", "read"),
-          Link("access-log", "access-log", "Access log", "access_log"))
+          Link("reviews", "reviews", "Reviews", "review"), Link("access-log", "access-log", "Access log", "access_log"))
 # The search form's fields: what a link back to a search carries, and nothing else.
 SEARCH_FIELDS = ("q", "sounds_like", "date_from", "date_to", "agent", "speaker", "quality", "rule", "tag", "non_talk_percent",
                  "agent_interruptions", "after")
