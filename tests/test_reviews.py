@@ -45,9 +45,15 @@ def test_a_finding_is_confirmed_dismissed_or_assigned_and_keeps_its_review_when_
     refusals = {
         "needs a reason": lambda: kept.review(first, "qa1", "dismissed"),
         "says it in the comment": lambda: kept.review(first, "qa1", "dismissed", "other"),
-        "status 'open'": lambda: kept.review(first, "qa1", "open"),
+        "status 'closed'": lambda: kept.review(first, "qa1", "closed"),
         "names whom": lambda: kept.review(first, "qa1", "assigned"),
         "only a dismissal has a reason": lambda: kept.review(first, "qa1", "confirmed", "allowed"),
+        "user name: at most 255 characters, no personal data": lambda: kept.review(
+            first, "qa1", "assigned", assignee="4111 1111 1111 1111"),
+        "the assignee holds a control character": lambda: kept.review(
+            first, "qa1", "assigned", assignee="\x1b[2Jmallory"),
+        "the comment holds a control character": lambda: kept.review(first, "qa1", "confirmed", comment="a\u202eb"),
+        "at most 2000 characters": lambda: kept.review(first, "qa1", "confirmed", comment="x" * 2001),
     }
     for message, attempt in refusals.items():
         with pytest.raises(ReviewError, match=message):
@@ -60,13 +66,16 @@ def test_a_finding_is_confirmed_dismissed_or_assigned_and_keeps_its_review_when_
     assert sum(c["open"] for c in by_rule.values()) == len(result.findings) - 3
     assert by_rule[second.rule_id]["dismissed"] >= 1 and set(by_rule) == {f.rule_id for f in result.findings}
 
+    # A verdict taken back: the finding is open again (the access log keeps both).
+    assert kept.review(third, "lead", "open", comment="not for qa2 after all").status == "open"
+    kept.review(third, "lead", "assigned", assignee="qa2")
     # Re-scored with the same rules, the same findings come back with the same ids: their reviews stand.
     again = rescore(DAY, load_rule_set(RULES), index, store, settings)
     assert again is not None and not again.added and not again.removed
     assert kept.of(f.finding_id for f in again.result.findings) == held
     log = [e.to_dict() for e in AccessLog(open_ledger(settings.ledger)).entries(actions=("review",))]
     assert [(e["user"], e["recording_id"]) for e in log] == [
-        ("qa1", first.recording_id), ("qa1", second.recording_id), ("lead", third.recording_id)]
+        ("qa1", first.recording_id), ("qa1", second.recording_id), *[("lead", third.recording_id)] * 3]
     assert "dismissed (not-said)" in log[1]["detail"] and "4111" not in json.dumps(log)
 
 
@@ -82,6 +91,8 @@ def test_review_from_the_command_line(settings: Settings) -> None:
         return subprocess.run([asr, *args], env=env, capture_output=True, text=True, timeout=120, cwd=PROJECT_ROOT)
 
     listed = json.loads(run("review", "--date", DAY, "--json").stdout)
+    reads = AccessLog(open_ledger(settings.ledger)).entries(actions=("read",))
+    assert [e.detail for e in reads] == [f"the review queue of {DAY}"]  # reading the queue is logged
     assert listed["findings"] and {f["status"] for f in listed["findings"]} == {"open"}
     finding = listed["findings"][0]
     done = run("review", "--date", DAY, "--finding", finding["finding_id"], "--dismiss", "allowed", "--why", "ok")
@@ -99,6 +110,8 @@ def test_review_from_the_command_line(settings: Settings) -> None:
         (("--confirm",), "--finding ID with one of"),
         (("--finding", "nope", "--confirm"), "no finding of 2026-11-27 has that id"),
         (("--finding", finding["finding_id"], "--dismiss", "other"), "says it in the comment"),
+        (("--finding", finding["finding_id"], "--confirm", "--json"), "or no --finding, to list"),
+        (("--finding", finding["finding_id"], "--assign", "x" * 300), "at most 255 characters"),
     ]:
         refused = run("review", "--date", DAY, *args)
         assert refused.returncode == 2 and message in refused.stderr, (args, refused.stderr)
@@ -144,3 +157,13 @@ def test_the_review_queue_on_the_page(settings: Settings) -> None:
     assert ": said by the other party, or quoted" in shown
     log = AccessLog(open_ledger(settings.ledger)).entries(actions=("review",))
     assert [(e.user, e.recording_id) for e in log] == [("rita", finding.recording_id)]
+    reads = AccessLog(open_ledger(settings.ledger)).entries(actions=("read",))
+    assert all(e.user == "rita" and e.detail == f"the review queue of {DAY}" for e in reads)
+    assert len(reads) == 4  # the pages and the list read; no verdict, refused or not, reads the queue
+    missing = client.get("/reviews", params={"date": "2026-11-26"}, headers=as_rita)
+    assert missing.status_code == 404 and "no audit is stored for 2026-11-26" in missing.text
+    assert "<html" in missing.text and "Reviews" in header_of(missing.text)  # a page, not JSON
+    assert client.get("/reviews", params={"status": "urgent"}, headers=as_rita).status_code == 422
+    disclosure = client.get("/reviews", params={"date": DAY, "rule": "recording-disclosure", "status": ""},
+                            headers=as_rita).text
+    assert "no recording disclosure in the first 15 s" in disclosure  # what a finding means, in words

@@ -12,6 +12,7 @@ the rules which ones cry wolf.
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -21,13 +22,16 @@ from sqlalchemy import delete, insert, select
 
 from asr_tasks.audit.rules import Finding
 from asr_tasks.audit.verdicts import DISMISS_REASONS, STATUSES
-from asr_tasks.inputs import MAX_TEXT_CHARS
 from asr_tasks.config import Settings
 from asr_tasks.records.access_log import AccessLog, open_access_log
 from asr_tasks.records.ledger import Ledger, finding_reviews, open_ledger
 from asr_tasks.text.masking import configured_policy
 from asr_tasks.text.pii import mask_text
 from asr_tasks.text.pii_policy import Policy
+
+MAX_COMMENT_CHARS = 2000
+MAX_ASSIGNEE_CHARS = 255
+
 
 class ReviewError(ValueError):
     """A review that cannot be made; the message says why."""
@@ -61,25 +65,33 @@ class Reviews:
     def review(self, finding: Finding, reviewer: str, status: str, reason: str | None = None, comment: str = "",
                assignee: str | None = None) -> Review:
         """The finding's new review (``ReviewError`` where it is not one): confirmed, dismissed with a reason of
-        ``DISMISS_REASONS`` ("other" with a comment), or assigned to someone."""
-        comment = comment.strip()
-        if status not in STATUSES[1:]:
-            raise ReviewError(f"status {status!r}: one of {', '.join(STATUSES[1:])}")
+        ``DISMISS_REASONS`` ("other" with a comment), assigned to someone, or open again (a verdict taken back;
+        the access log keeps every one)."""
+        comment, assignee = comment.strip(), (assignee or "").strip() or None
+        for name, value in (("comment", comment), ("assignee", assignee or "")):
+            if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs") and ch not in "\n\t" for ch in value):
+                raise ReviewError(f"the {name} holds a control character")
+        if assignee is not None and (len(assignee) > MAX_ASSIGNEE_CHARS or (
+                self.policy is not None and mask_text(assignee, self.policy) != assignee)):
+            raise ReviewError(f"an assignee is someone's user name: at most {MAX_ASSIGNEE_CHARS} characters, "
+                              "no personal data")
+        if status not in STATUSES:
+            raise ReviewError(f"status {status!r}: one of {', '.join(STATUSES)}")
         if status == "dismissed" and reason not in DISMISS_REASONS:
             raise ReviewError(f"a dismissal needs a reason: one of {', '.join(DISMISS_REASONS)}")
         if status != "dismissed" and reason is not None:
             raise ReviewError("only a dismissal has a reason (a confirmation or an assignment may have a comment)")
         if reason == "other" and not comment:
             raise ReviewError("a dismissal for another reason says it in the comment")
-        if (status == "assigned") != bool(assignee and assignee.strip()):
+        if (status == "assigned") != (assignee is not None):
             raise ReviewError("an assignment, and only an assignment, names whom it is assigned to")
-        if len(comment) > MAX_TEXT_CHARS:
-            raise ReviewError(f"a comment is at most {MAX_TEXT_CHARS} characters")
+        if len(comment) > MAX_COMMENT_CHARS:
+            raise ReviewError(f"a comment is at most {MAX_COMMENT_CHARS} characters")
         if self.policy is not None:
             comment = mask_text(comment, self.policy)
         row = {"finding_id": finding.finding_id, "recording_id": finding.recording_id,
                "call_date": finding.call_date or "", "rule_id": finding.rule_id, "status": status, "reason": reason,
-               "comment": comment, "assignee": assignee.strip() if assignee else None, "reviewer": reviewer,
+               "comment": comment, "assignee": assignee, "reviewer": reviewer,
                "reviewed_at": datetime.now(timezone.utc)}
         with self.engine.begin() as db:
             db.execute(delete(finding_reviews).where(finding_reviews.c.finding_id == finding.finding_id))

@@ -17,6 +17,7 @@ from asr_tasks.index.query import clock
 from asr_tasks.inputs import InputError, calendar_day
 
 if TYPE_CHECKING:
+    from asr_tasks.audit.reviews import Review
     from asr_tasks.audit.rules import Finding
 
 
@@ -34,16 +35,19 @@ def _findings(day: str, settings: Settings) -> list[Finding]:
 def cmd_review(args: argparse.Namespace) -> int:
     from asr_tasks.audit.reviews import ReviewError, open_reviews, precision, status_of
 
-    verdicts = [args.confirm, args.dismiss is not None, args.assign is not None]
-    if (args.finding is None) == any(verdicts) or (args.finding is None and args.why is not None):
-        raise InputError("--finding ID with one of --confirm, --dismiss REASON, --assign USER (and --why); or no "
-                         "--finding, to list the day's findings")
+    verdicts = [args.confirm, args.dismiss is not None, args.assign is not None, args.reopen]
+    listing = [args.status is not None, args.rule is not None, args.json]
+    if (args.finding is None) == any(verdicts) or (args.finding is None and args.why is not None) or (
+            args.finding is not None and any(listing)):
+        raise InputError("--finding ID with one of --confirm, --dismiss REASON, --assign USER, --reopen (and "
+                         "--why); or no --finding, to list the day's findings (--status, --rule, --json)")
     settings = get_settings()
     findings, reviews = _findings(args.date, settings), open_reviews(settings)
     if args.finding is None:
         if args.status is not None and args.status not in STATUSES:
             raise InputError(f"--status {args.status!r}: one of {', '.join(STATUSES)}")
         held = reviews.of(f.finding_id for f in findings)
+        reviews.access.append(getpass.getuser(), "read", detail=f"the review queue of {args.date}")
         listed = [f for f in findings if args.status in (None, status_of(f, held))
                   and args.rule in (None, f.rule_id)]
         if args.json:
@@ -53,7 +57,7 @@ def cmd_review(args: argparse.Namespace) -> int:
         elif listed:
             print(table(["STATUS", "RULE", "RECORDING", "SPEAKER", "TIME", "FOUND", "FINDING", "BY"],
                         [[status_of(f, held), f.rule_id, f.key, f.speaker, f"{clock(f.start)}-{clock(f.end)}",
-                          found(f), f.finding_id, held[f.finding_id].reviewer if f.finding_id in held else ""]
+                          found(f), f.finding_id, _by(held.get(f.finding_id))]
                          for f in listed]))
         else:
             print(f"{args.date}: no findings" + (f" {args.status}" if args.status else ""))
@@ -62,7 +66,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     if finding is None:
         raise InputError(f"--finding {args.finding!r}: no finding of {args.date} has that id (asr review --date "
                          f"{args.date} lists them)")
-    status = "confirmed" if args.confirm else "dismissed" if args.dismiss else "assigned"
+    status = "confirmed" if args.confirm else "dismissed" if args.dismiss else "open" if args.reopen else "assigned"
     try:
         review = reviews.review(finding, getpass.getuser(), status, reason=args.dismiss, comment=args.why or "",
                                 assignee=args.assign)
@@ -72,6 +76,13 @@ def cmd_review(args: argparse.Namespace) -> int:
     print(f"{review.finding_id} ({review.rule_id}, {finding.key} at {clock(finding.start)}): {review.status}"
           + (f", {review.reason}" if review.reason else "") + (f" to {review.assignee}" if review.assignee else ""))
     return 0
+
+
+def _by(review: Review | None) -> str:
+    """Who reviewed the finding, and to whom they assigned it."""
+    if review is None:
+        return ""
+    return review.reviewer + (f" → {review.assignee}" if review.assignee else "")
 
 
 def add_commands(sub: Any) -> None:
@@ -84,6 +95,7 @@ def add_commands(sub: Any) -> None:
                          help="the finding is wrong, and why: " + "; ".join(f"{k}: {v}" for k, v in
                                                                            DISMISS_REASONS.items()))
     verdict.add_argument("--assign", metavar="USER", help="someone else is to review it")
+    verdict.add_argument("--reopen", action="store_true", help="take the verdict back: the finding is open again")
     p.add_argument("--why", metavar="TEXT", help="a comment (kept masked, as everything people type)")
     p.add_argument("--status", help="list only findings of this status: " + ", ".join(STATUSES))
     p.add_argument("--rule", help="list only findings of this rule")
