@@ -278,9 +278,10 @@ class QualitySettings(_Section):
 
 @dataclass(frozen=True, config=_STRICT)
 class AuditSettings(_Section):
-    """The nightly QA audit's rule files."""
+    """The nightly QA audit's rule files and the scorecard it fills for every call ("" for none)."""
 
     qa_rules_dir: str = "include/qa_rules"
+    scorecard: str = "include/scorecards/default.yaml"
 
 
 @dataclass(frozen=True, config=_STRICT)

@@ -93,6 +93,11 @@ def share(value: float, name: str) -> float:
     return within(value, name, 0.0, 1.0)
 
 
+def percent(value: float, name: str) -> float:
+    """A scorecard's score, from 0 to 100."""
+    return within(value, name, 0.0, 100.0)
+
+
 def count(value: int, name: str) -> int:
     """A number of events in a call (interruptions), from 0 up."""
     return within(value, name, 0, MAX_COUNT)

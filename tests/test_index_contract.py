@@ -453,6 +453,44 @@ def test_a_reindex_keeps_the_tags_and_a_new_version_has_none(index: TranscriptIn
     assert index.search_page("收益", Filters(tags=("complaint",))).hits == []
 
 
+def test_scores_of_a_day_are_replaced_whole_searched_faceted_and_kept_by_a_reindex(index: TranscriptIndex) -> None:
+    """A day's audit sets its calls' scorecard scores (a call left out has none), other days keep theirs;
+    searches narrow to a range of scores, the facet counts the search's own calls per band, and a reindex of the
+    scored version keeps its score while a new version has none."""
+    zh, en, old = _recording(ZH_KEY), _recording(EN_KEY, agent="AG-2"), _recording(OLD_KEY)
+    index.replace_scores("2025-12-31", {old.recording_id: 95.0})
+    index.replace_scores("2026-11-27", {zh.recording_id: 42.5})
+    index.replace_scores("2026-11-28", {en.recording_id: 70.0})
+
+    def score(rec: Recording) -> float | None:
+        row = index.recording(rec.recording_id)
+        assert row is not None
+        return row["score"]  # type: ignore[no-any-return]
+
+    assert (score(zh), score(en), score(old)) == (42.5, 70.0, 95.0)
+    everything = "收益 | returns"
+
+    def keys(query: str = everything, **filters: Any) -> set[str]:
+        return {h.key for h in index.search_page(query, Filters(**filters), size=50).hits}
+
+    assert keys(max_score=69.9) == {ZH_KEY} and keys(min_score=70) == {EN_KEY, OLD_KEY}
+    assert keys(min_score=70, max_score=70) == {EN_KEY} and keys(max_score=42.4) == set()
+    assert keys("", max_score=50) == {ZH_KEY}  # a score alone: every segment of its calls
+    assert [c["key"] for c in index.calls("", Filters(min_score=90)).calls] == [OLD_KEY]
+    assert index.score_counts(everything) == {"0-49": 1, "70-89": 1, "90-100": 1}
+    assert index.score_counts("returns") == {"70-89": 1}
+    assert index.score_counts(everything, Filters(date_to="2025-12-31")) == {"90-100": 1}
+
+    index.replace_recording(_transcript(zh, [("agent", 1.0, 4.5, "保证收益")]))
+    assert score(zh) == 42.5
+    index.replace_scores("2026-11-27", {})
+    assert (score(zh), score(old)) == (None, 95.0) and index.score_counts("收益") == {"90-100": 1}
+    index.replace_scores("2026-11-28", {en.recording_id: 10.0})
+    new = _recording(EN_KEY, etag="e2", agent="AG-2")
+    index.replace_recording(_transcript(new, [("agent", 1.0, 4.5, "returns")]))
+    assert score(new) is None and keys("returns", max_score=50) == set()
+
+
 def test_hits_say_how_sure_the_model_was(index: TranscriptIndex) -> None:
     """Each hit carries the model's confidence in its segment (the geometric mean of its words' probabilities),
     alike in both backends, and the export carries it too."""

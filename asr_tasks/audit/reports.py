@@ -17,6 +17,8 @@ from typing import Any
 from asr_tasks.audit.redaction import RedactionReport, redaction_report
 from asr_tasks.audit.rules import AuditResult, Finding, RuleSet, audit
 from asr_tasks.audit.saved_searches import SavedSearches, watch_findings
+from asr_tasks.audit.score_overrides import ScoreOverrides, standing
+from asr_tasks.audit.scorecards import CallScore, answer_calls, configured_scorecard
 from asr_tasks.config import Settings
 from asr_tasks.index.base import TranscriptIndex
 from asr_tasks.intake.artefacts import Artefacts
@@ -72,7 +74,8 @@ def report_json(result: AuditResult, opened: list[dict[str, Any]]) -> dict[str, 
     """What ``stored_audit`` and the app read back: the summary, the findings, the calls' tags, the redaction, who
     opened what."""
     return {"summary": result.summary(), "findings": [f.to_dict() for f in result.findings], "tags": result.tags,
-            "redaction": result.redaction.to_dict() if result.redaction else None, "opened": opened}
+            "redaction": result.redaction.to_dict() if result.redaction else None, "opened": opened,
+            "scores": [s.to_dict() for s in result.scores]}
 
 
 def opened_on(day: str, settings: Settings) -> list[dict[str, Any]]:
@@ -105,6 +108,14 @@ def run_audit(call_date: str, rules: RuleSet, index: TranscriptIndex, store: Obj
     transcripts = day_transcripts(call_date, artefacts, settings)
     redaction = redaction_report(transcripts, artefacts, settings)  # as stored: before the audit masks in memory
     result = audit(transcripts, rules, call_date, policy)
+    card = configured_scorecard(settings, rules)
+    if card is not None:
+        result.scores = answer_calls(card, transcripts, result, policy)
+        overrides = ScoreOverrides(open_ledger(settings.ledger), AccessLog(open_ledger(settings.ledger)))
+        index.replace_scores(call_date, {s.call.recording_id: s.score
+                                         for s in standing(card, result.scores, overrides)})
+    else:
+        index.replace_scores(call_date, {})
     index.replace_tags(call_date, result.tags)  # the rules' tags and findings first: saved searches filter by them
     index.replace_findings(call_date, [f.to_dict() for f in result.findings])
     watched = watch_findings(call_date, SavedSearches(open_ledger(settings.ledger)).listed(), index)
@@ -133,7 +144,8 @@ def stored_audit(call_date: str, store: ObjectStore, settings: Settings) -> Audi
     return AuditResult(call_date, int(report["summary"]["recordings"]),
                        [Finding.from_dict(f) for f in report["findings"]], tags=dict(report.get("tags") or {}),
                        rule_set=str(report["summary"].get("rule_set") or ""),
-                       redaction=RedactionReport.from_dict(redaction) if redaction else None)
+                       redaction=RedactionReport.from_dict(redaction) if redaction else None,
+                       scores=[CallScore.from_dict(s) for s in report.get("scores") or ()])
 
 
 @dataclass

@@ -20,7 +20,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import yaml
 
@@ -31,6 +31,9 @@ from asr_tasks.audit.rule_yaml import RuleError, line_of, no_repeated_keys
 from asr_tasks.models import Recording, Segment, Transcript, _Serialisable
 from asr_tasks.text.pii import redact_transcript
 from asr_tasks.text.pii_policy import Policy
+
+if TYPE_CHECKING:
+    from asr_tasks.audit.scorecards import CallScore
 
 SEVERITIES = ("low", "medium", "high", "critical")
 KINDS = {
@@ -120,6 +123,7 @@ class AuditResult:
     rule_set: str = ""
     # how the day's masking fared (``run_audit`` adds it); None for a bare ``audit`` and for reports stored before
     redaction: RedactionReport | None = None
+    scores: list[CallScore] = field(default_factory=list)  # each call's automatic answers on the scorecard
 
     def totals(self) -> dict[str, Any]:
         """Counts that name no party: what the DAG hands Airflow (XCom, which every DAG viewer reads)."""

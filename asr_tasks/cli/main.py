@@ -215,7 +215,7 @@ def search_filters(args: argparse.Namespace) -> Filters:
     """The search's filters from its options, checked by the function that checks the API's parameters."""
     filters = Filters(args.date_from, args.date_to, args.agent, args.speaker, args.quality,
                       args.min_non_talk_share, args.min_agent_interruptions, args.min_customer_interruptions,
-                      args.rule, tuple(args.tag), args.sounds_like)
+                      args.rule, tuple(args.tag), args.sounds_like, args.min_score, args.max_score)
     return checked_filters(filters, speaker_names(get_settings().audio), option)
 
 

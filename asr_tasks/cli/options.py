@@ -59,5 +59,7 @@ def add_call_filters(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-customer-interruptions", type=int, metavar="N",
                    help="only calls where the customer interrupted N+ times")
     p.add_argument("--rule", help="only calls with a QA finding of this rule")
+    p.add_argument("--min-score", type=float, metavar="N", help="only calls whose scorecard score is at least N (0-100)")
+    p.add_argument("--max-score", type=float, metavar="N", help="only calls whose scorecard score is at most N (0-100)")
     p.add_argument("--tag", action="append", default=[], metavar="TAG",
                    help="only calls the QA audit tagged TAG (complaint, ...); repeated: calls with every one")

@@ -29,7 +29,7 @@ def cmd_watch_add(args: argparse.Namespace) -> int:
 
     filters = Filters(None, None, args.agent, args.speaker, args.quality, args.min_non_talk_share,
                       args.min_agent_interruptions, args.min_customer_interruptions, args.rule, tuple(args.tag),
-                      args.sounds_like)
+                      args.sounds_like, args.min_score, args.max_score)
     try:
         saved = _searches().add(getpass.getuser(), args.name, args.query, filters,
                                 speaker_names(get_settings().audio), args.severity)

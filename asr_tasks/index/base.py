@@ -74,8 +74,14 @@ class TranscriptIndex(ABC):
         facet names no call the search did not let through)."""
 
     @abstractmethod
+    def score_counts(self, query: str, filters: Filters = Filters()) -> dict[str, int]:
+        """For the calls the search matches: how many scored in each band of ``SCORE_BANDS`` (calls with no
+        score are in none)."""
+
+    @abstractmethod
     def recording(self, recording_id: str) -> dict[str, Any] | None:
-        """The recording's document, its QA ``tags`` a list (empty before an audit tagged it)."""
+        """The recording's document, its QA ``tags`` a list (empty before an audit tagged it) and its scorecard
+        ``score`` (None before an audit scored it)."""
 
     @abstractmethod
     def recordings(self, call_date: str | None = None) -> list[dict[str, Any]]:
@@ -93,6 +99,12 @@ class TranscriptIndex(ABC):
         one left out gets none, replacing any earlier audit of that day as ``replace_findings`` does. Rewriting a
         recording's version (``asr reindex``) keeps its tags; a new version of its object has none until the
         next audit."""
+
+
+    @abstractmethod
+    def replace_scores(self, call_date: str, scores: dict[str, float | None]) -> None:
+        """The day's scorecard scores, by recording id, replacing any earlier audit of that day as
+        ``replace_tags`` does (one left out has none); a reindex keeps a version's score."""
 
 
 def tag_list(tags: Iterable[str]) -> list[str]:

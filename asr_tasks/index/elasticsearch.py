@@ -44,7 +44,7 @@ from asr_tasks import retry
 from asr_tasks.config import EsRefresh, IndexSettings
 from asr_tasks.index import es_audit
 from asr_tasks.index.es_audit import MAX_RULE_RECORDINGS
-from asr_tasks.index.base import TranscriptIndex, recording_fields, transcript_summary
+from asr_tasks.index.base import TranscriptIndex, recording_fields, tag_list, transcript_summary
 from asr_tasks.index.es_results import AGENT_DAY_SOURCES, CALL_SOURCES, HIGHLIGHT_FIELD, row, search_hit
 from asr_tasks.index.es_node import ENGLISH_STEMMERS, ElasticsearchIndexError, connect, load_template, missing_module
 from asr_tasks.index.query import (
@@ -253,23 +253,26 @@ class ElasticsearchIndex(TranscriptIndex):
 
     def _replace(self, rec: Recording, doc: dict[str, Any], segments: list[dict[str, Any]]) -> None:
         """Write the recording's documents over whatever version of its key was there, then drop the excess; the
-        QA tags of this very version stay (a reindex keeps them; another version has none until its audit)."""
+        QA tags and score of this very version stay (a reindex keeps them; another version has none until its
+        audit)."""
         rid = key_id(rec.bucket, rec.key)
         seg_index = self._ensure_index("segments", rec.call_date)
         rec_index = self._ensure_index("recordings", rec.call_date)
 
         def stored() -> dict[str, Any]:
-            """The key's current version: its id, segment count and tags (a realtime get: no refresh needed)."""
+            """The key's current version: its id, segment count, tags and score (a realtime get: no refresh
+            needed)."""
             try:
-                old = self.client.get(index=rec_index, id=rid, source_includes=["segments", "recording_id", "tags"])
+                old = self.client.get(index=rec_index, id=rid,
+                                      source_includes=["segments", "recording_id", "tags", "score"])
             except NotFoundError:
                 return {}
             return dict(old["_source"])
 
         old = self._call(stored)
         old_count = int(old.get("segments") or 0)
-        if old.get("tags") and old.get("recording_id") == rec.recording_id:
-            doc = {**doc, "tags": old["tags"]}
+        if old.get("recording_id") == rec.recording_id:
+            doc = {**doc, **{k: old[k] for k in ("tags", "score") if old.get(k) is not None}}
         actions: list[dict[str, Any]] = [
             {"_op_type": "index", "_index": seg_index, "_id": f"{rid}-{seq:05d}", "_source": seg}
             for seq, seg in enumerate(segments)
@@ -389,6 +392,10 @@ class ElasticsearchIndex(TranscriptIndex):
         if filters.tags:  # tags live on the recording documents: the segments are filtered by their calls' ids
             tagged = {"bool": {"filter": [*self._days(filters), *({"term": {"tags": tag}} for tag in filters.tags)]}}
             out.append(self._calls_with("recordings", tagged, "recording_id", f"are tagged {', '.join(filters.tags)}"))
+        if filters.min_score is not None or filters.max_score is not None:  # scores too
+            bounds = {k: v for k, v in (("gte", filters.min_score), ("lte", filters.max_score)) if v is not None}
+            scored = {"bool": {"filter": [*self._days(filters), {"range": {"score": bounds}}]}}
+            out.append(self._calls_with("recordings", scored, "recording_id", "score so"))
         for field, least in (("non_talk_share", filters.min_non_talk_share),
                              ("agent_interruptions", filters.min_agent_interruptions),
                              ("customer_interruptions", filters.min_customer_interruptions)):
@@ -484,6 +491,9 @@ class ElasticsearchIndex(TranscriptIndex):
     def tag_counts(self, query: str, filters: Filters = Filters()) -> dict[str, int]:
         return es_audit.tag_counts(self, query, filters)
 
+    def score_counts(self, query: str, filters: Filters = Filters()) -> dict[str, int]:
+        return es_audit.score_counts(self, query, filters)
+
     def replace_findings(self, call_date: str, findings: list[dict[str, Any]]) -> None:
         es_audit.replace_findings(self, call_date, findings)
 
@@ -491,4 +501,7 @@ class ElasticsearchIndex(TranscriptIndex):
         return es_audit.findings(self, call_date)
 
     def replace_tags(self, call_date: str, tags: dict[str, list[str]]) -> None:
-        es_audit.replace_tags(self, call_date, tags)
+        es_audit.replace_tags(self, call_date, {rid: tag_list(t) for rid, t in tags.items()}, "tags", [])
+
+    def replace_scores(self, call_date: str, scores: dict[str, float | None]) -> None:
+        es_audit.replace_tags(self, call_date, scores, "score", None)

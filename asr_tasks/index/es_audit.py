@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Protocol
 
-from asr_tasks.index.base import tag_list
-from asr_tasks.index.query import Filters
+from asr_tasks.index.query import SCORE_BANDS, Filters
 
 MAX_RULE_RECORDINGS = 10_000  # calls a finding-rule or tag filter or facet handles at once
 
@@ -69,6 +68,19 @@ def tag_counts(es: Documents, query: str, filters: Filters = Filters()) -> dict[
         found.get("aggregations", {}).get("tags", {}).get("buckets", []), key=lambda b: b["key"])}
 
 
+def score_counts(es: Documents, query: str, filters: Filters = Filters()) -> dict[str, int]:
+    """The matching calls, then their recording documents counted per score band."""
+    ids = matching_calls(es, query, filters)
+    if not ids:
+        return {}
+    ranges = [{"key": name, "from": low, **({"to": high} if high is not None else {})}
+              for (name, low), high in zip(SCORE_BANDS, [None, *(low for _, low in SCORE_BANDS[:-1])])]
+    found = es._search("recordings", query={"terms": {"recording_id": ids}}, size=0, track_total_hits=False,
+                       aggs={"bands": {"range": {"field": "score", "ranges": ranges}}})
+    return {b["key"]: b["doc_count"] for b in found.get("aggregations", {}).get("bands", {}).get("buckets", [])
+            if b["doc_count"]}
+
+
 def replace_findings(es: Documents, call_date: str, findings: list[dict[str, Any]]) -> None:
     """The day's audit findings, replacing any earlier audit of that day."""
     name = es._ensure_index("findings", call_date)
@@ -94,16 +106,16 @@ def findings(es: Documents, call_date: str) -> list[dict[str, Any]]:
                                                [{"seq": "asc"}, {"finding_id": "asc"}])]
 
 
-def replace_tags(es: Documents, call_date: str, tags: dict[str, list[str]]) -> None:
-    """The day's audit tags on its recording documents (partial updates by id), replacing any earlier audit
-    of that day."""
-    es._ensure_index("recordings", call_date)  # an index made before tags existed gets the field first
+def replace_tags(es: Documents, call_date: str, values: dict[str, Any], field: str, none: Any) -> None:
+    """The day's audit tags or scores (``field``) on its recording documents (partial updates by id), replacing
+    any earlier audit of that day: a recording not in ``values`` gets ``none``."""
+    es._ensure_index("recordings", call_date)  # an index made before the field existed gets it first
     # The refresh makes every recording of the day visible to the scan, whatever es_refresh wrote it with.
     es._refresh("recordings")
     day = es._scan_hits("recordings", {"term": {"call_date": call_date}}, [{"recording_id": "asc"}],
                         source=["recording_id"])
     actions = [{"_op_type": "update", "_index": hit["_index"], "_id": hit["_id"],
-                "doc": {"tags": tag_list(tags.get(hit["_source"]["recording_id"], []))}} for hit in day]
+                "doc": {field: values.get(hit["_source"]["recording_id"], none)}} for hit in day]
     if actions:
-        es._bulk(actions, f"tags of {call_date}")
+        es._bulk(actions, f"{field} of {call_date}")
 

@@ -33,8 +33,9 @@ def search_hit(hit: dict[str, Any], node: Node | None, open_tag: str, close_tag:
 
 def row(src: dict[str, Any]) -> dict[str, Any]:
     """A recording document in the shape of the SQLite index's rows (failures as one comma-separated string, tags
-    a list even where no audit tagged it)."""
+    a list even where no audit tagged it, a score None where none scored it)."""
     shaped = dict(src)
     shaped["quality_failures"] = ",".join(src.get("quality_failures") or []) or None
     shaped["tags"] = src.get("tags") or []
+    shaped["score"] = src.get("score")
     return shaped

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence, Union
 
-from asr_tasks.inputs import InputError, calendar_day, count, day_range, one_of, share, short_text
+from asr_tasks.inputs import InputError, calendar_day, count, day_range, one_of, percent, share, short_text
 from asr_tasks.models import SearchHit
 from asr_tasks.states import GateOutcome
 
@@ -292,6 +292,8 @@ class Filters:
     rule: str | None = None  # calls with a QA finding of this rule
     tags: tuple[str, ...] = ()  # calls the QA audit tagged with every one of these
     sounds_like: bool = False  # every term of the query tolerant (matched by sound and spelling too)
+    min_score: float | None = None  # calls whose scorecard score is at least this (0-100)
+    max_score: float | None = None  # calls whose scorecard score is at most this: the ones to coach on
 
     def narrows(self) -> bool:
         """Whether any filter is set: a blank query with one finds every segment the filters let through (how
@@ -299,6 +301,8 @@ class Filters:
         return any(value not in (None, "", ()) for name, value in vars(self).items() if name != "sounds_like")
 
 
+# The score facet's bands, highest first: a call falls in the first whose lower bound it reaches.
+SCORE_BANDS = (("90-100", 90), ("70-89", 70), ("50-69", 50), ("0-49", 0))
 MAX_TAG_FILTERS = 20  # tags one search may ask for: each is a clause of every backend's query
 
 
@@ -340,6 +344,7 @@ def checked_filters(filters: Filters, speakers: Sequence[str], spelled: Callable
         "speaker": lambda value, name: one_of(value, speakers, name),
         "quality": lambda value, name: one_of(value, list(GateOutcome), name),
         "min_non_talk_share": share, "min_agent_interruptions": count, "min_customer_interruptions": count,
+        "min_score": percent, "max_score": percent,
     }
     for field, check in checks.items():
         if getattr(filters, field) is not None:

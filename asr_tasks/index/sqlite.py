@@ -24,6 +24,7 @@ from asr_tasks.index.fts5 import FORM_WEIGHTS, FTS_COLUMNS, forget_words, insert
 from asr_tasks.index.query import (
     HL_CLOSE,
     HL_OPEN,
+    SCORE_BANDS,
     AgentDayCount,
     CallsPage,
     Filters,
@@ -66,6 +67,7 @@ CREATE TABLE IF NOT EXISTS recordings (
     agent_interruptions INTEGER,
     customer_interruptions INTEGER,
     tags TEXT,
+    score REAL,
     updated_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS recordings_key ON recordings(bucket, key);
@@ -100,7 +102,7 @@ CREATE TABLE IF NOT EXISTS vocabulary (word TEXT PRIMARY KEY, segments INTEGER N
 # Columns of recordings added after index files were first written, and their types.
 ADDED_COLUMNS = {"size": "INTEGER", "quality": "TEXT", "quality_failures": "TEXT", "analytics": "TEXT",
                  "non_talk_share": "REAL", "agent_interruptions": "INTEGER", "customer_interruptions": "INTEGER",
-                 "tags": "TEXT"}
+                 "tags": "TEXT", "score": "REAL"}
 
 
 def _recording_row(row: sqlite3.Row) -> dict[str, Any]:
@@ -182,10 +184,11 @@ class SqliteIndex(TranscriptIndex):
         return len(old)
 
     def _replace_recording_row(self, db: sqlite3.Connection, row: dict[str, Any]) -> None:
-        """Drop every earlier version of the same object (any ETag), then write this one, with the QA tags this
-        version had (a reindex keeps them; another version has none until its audit)."""
-        kept = db.execute("SELECT tags FROM recordings WHERE recording_id = ?", (row["recording_id"],)).fetchone()
-        row["tags"] = kept["tags"] if kept else None
+        """Drop every earlier version of the same object (any ETag), then write this one, with the QA tags and
+        score this version had (a reindex keeps them; another version has none until its audit)."""
+        kept = db.execute("SELECT tags, score FROM recordings WHERE recording_id = ?",
+                          (row["recording_id"],)).fetchone()
+        row["tags"], row["score"] = (kept["tags"], kept["score"]) if kept else (None, None)
         self._delete_versions(db, row["bucket"], row["key"], row["recording_id"])
         row["updated_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
         cols = ", ".join(f'"{c}"' for c in row)
@@ -329,6 +332,11 @@ class SqliteIndex(TranscriptIndex):
         return self._per_call(query, filters, "SELECT t.value, count(*) FROM recordings c, json_each(c.tags) t"
                               " WHERE c.recording_id IN ({calls}) GROUP BY t.value ORDER BY t.value")
 
+    def score_counts(self, query: str, filters: Filters = Filters()) -> dict[str, int]:
+        bands = " ".join(f"WHEN c.score >= {low} THEN '{name}'" for name, low in SCORE_BANDS)
+        return self._per_call(query, filters, f"SELECT CASE {bands} END AS band, count(*) FROM recordings c"
+                              " WHERE c.recording_id IN ({calls}) AND c.score IS NOT NULL GROUP BY band")
+
     def _per_call(self, query: str, filters: Filters, counting: str) -> dict[str, int]:
         """A facet of the calls the search matches: ``counting`` selects (name, calls) rows from ``{calls}``, the
         ids of those calls."""
@@ -362,6 +370,7 @@ class SqliteIndex(TranscriptIndex):
                               ("r.customer_interruptions >= ?", filters.min_customer_interruptions),
                               ("EXISTS (SELECT 1 FROM findings f WHERE f.recording_id = s.recording_id"
                                " AND f.rule_id = ?)", filters.rule),
+                              ("r.score >= ?", filters.min_score), ("r.score <= ?", filters.max_score),
                               *(("EXISTS (SELECT 1 FROM json_each(r.tags) t WHERE t.value = ?)", tag)
                                 for tag in filters.tags)):
             if value is not None and value != "":
@@ -433,6 +442,13 @@ class SqliteIndex(TranscriptIndex):
             ids = [r[0] for r in db.execute("SELECT recording_id FROM recordings WHERE call_date = ?", (call_date,))]
             db.executemany("UPDATE recordings SET tags = ? WHERE recording_id = ?",
                            [(_stored_tags(tags.get(rid, [])), rid) for rid in ids])
+
+    def replace_scores(self, call_date: str, scores: dict[str, float | None]) -> None:
+        """The day's scores on its recordings' rows, replacing any earlier audit of that day."""
+        with self._write() as db:
+            ids = [r[0] for r in db.execute("SELECT recording_id FROM recordings WHERE call_date = ?", (call_date,))]
+            db.executemany("UPDATE recordings SET score = ? WHERE recording_id = ?",
+                           [(scores.get(rid), rid) for rid in ids])
 
     def segment_count(self) -> int:
         with closing(self._connect()) as db:

@@ -21,7 +21,7 @@ from asr_tasks.text.pii import mask_text
 from asr_tasks.text.pii_policy import Policy
 
 # "list": a page of many recordings or rows (a day's keys, the holds, the access log itself)
-ACTIONS = ("search", "play", "export", "erase", "hold", "release", "read", "list", "review")
+ACTIONS = ("search", "play", "export", "erase", "hold", "release", "read", "list", "review", "score")
 
 
 def _masked(value: Any, policy: Policy) -> Any:

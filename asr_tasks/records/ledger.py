@@ -160,6 +160,19 @@ finding_reviews = Table(
     Column("reviewed_at", DateTime(timezone=True), nullable=False),
 )
 
+score_overrides = Table(
+    "score_override",
+    metadata,
+    Column("recording_id", String(64), primary_key=True),
+    Column("scorecard", String(64), primary_key=True),
+    Column("question_id", String(64), primary_key=True),
+    Column("call_date", String(10), nullable=False),
+    Column("answer", String(8), nullable=False),  # yes, no or na
+    Column("why", Text, nullable=False),  # masked by the PII policy
+    Column("reviewer", String(255), nullable=False),
+    Column("overridden_at", DateTime(timezone=True), nullable=False),
+)
+
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
@@ -310,9 +323,11 @@ class Ledger:
                                updated_at=_now(), segments=None))
 
     def forget_reviews(self, recording_ids: list[str]) -> None:
-        """The reviews of these versions' findings: gone with the findings when they are erased."""
+        """The reviews of these versions' findings and the answers reviewers gave on their scorecards: gone with
+        the findings and scores when they are erased."""
         with self.engine.begin() as db:
             db.execute(delete(finding_reviews).where(finding_reviews.c.recording_id.in_(recording_ids)))
+            db.execute(delete(score_overrides).where(score_overrides.c.recording_id.in_(recording_ids)))
 
     def erased(self, recording_ids: list[str]) -> None:
         """Everything these versions left behind is gone: the tombstones are final, and keep the version's id,

@@ -123,11 +123,13 @@ def query_filters(
     rule: str | None = None,
     tag: list[str] = Query([]),
     sounds_like: bool = False,
+    min_score: float | None = None,
+    max_score: float | None = None,
 ) -> Filters:
     """The filters of the JSON API, from the query string (shares 0-1: ``min_non_talk_share=0.3`` is 30 %; ``tag``
     repeated: calls with every one), checked as ``asr search`` checks its options."""
     filters = Filters(date_from, date_to, agent, speaker, quality, min_non_talk_share, min_agent_interruptions,
-                      min_customer_interruptions, rule, tuple(tag), sounds_like)
+                      min_customer_interruptions, rule, tuple(tag), sounds_like, min_score, max_score)
     try:
         return checked_filters(filters, speaker_names(settings.audio))
     except InputError as exc:

@@ -17,6 +17,7 @@ from asr_tasks.config import Settings
 from asr_tasks.index.query import (
     HL_CLOSE,
     HL_OPEN,
+    SCORE_BANDS,
     CursorError,
     Filters,
     IndexBackendError,
@@ -33,7 +34,7 @@ from asr_tasks.web.pages import render_page
 
 PERMISSION = "read"
 WATCHED = ("q", "sounds_like", "agent", "speaker", "quality", "rule", "non_talk_percent", "agent_interruptions",
-           "tag")  # what a saved search takes from the form: all but the days (it runs over each new one)
+           "min_score", "max_score", "tag")  # what a saved search takes from the form: all but the days (it runs over each new one)
 PAGE_SIZE = 20
 
 MAX_CURSOR_CHARS = 512  # a page cursor is a few sort values; anything longer is not one
@@ -76,10 +77,10 @@ def speakers(settings: Settings) -> list[str]:
 
 
 def facets(form: Form, counts: Sequence[Any], rules: dict[str, int], tags: dict[str, int],
-           unit: str = "hits") -> list[tuple[str, list[tuple[str, int, str]]]]:
+           scores: dict[str, int], unit: str = "hits") -> list[tuple[str, list[tuple[str, int, str]]]]:
     """Per agent and per day (``unit``: the search's matching segments, "hits", or its "calls"), and calls per
-    finding rule and per tag, each titled with what it counts and each entry with the query string that narrows
-    to it (a tag is added to those the search already asks for)."""
+    finding rule, per tag and per band of score, each titled with what it counts and each entry with the query
+    string that narrows to it (a tag is added to those the search already asks for)."""
     def narrowed(**change: Any) -> str:
         return form_query(form, **change)
 
@@ -95,6 +96,9 @@ def facets(form: Form, counts: Sequence[Any], rules: dict[str, int], tags: dict[
         ("calls per finding", [(r, n, narrowed(rule=r)) for r, n in sorted(rules.items(), key=lambda x: -x[1])]),
         ("calls per tag", [(t, n, narrowed(tag=sorted({*form["tag"], t})))
                            for t, n in sorted(tags.items(), key=lambda x: -x[1])]),
+        ("calls per score", [(band, scores[band], narrowed(min_score=f"{low:g}", max_score=f"{high:g}"))
+                             for (band, low), high in zip(SCORE_BANDS, (100, *(b - 0.1 for _, b in SCORE_BANDS)))
+                             if scores.get(band)]),
     ]
 
 
@@ -122,9 +126,10 @@ def hits_view(q: str, filters: Filters, form: Form, after: str, door: Door) -> t
         counts = [] if after else door.index().counts(q, filters)
         rules = {} if after else door.index().rule_counts(q, filters)
         tags = {} if after else door.index().tag_counts(q, filters)
+        scores = {} if after else door.index().score_counts(q, filters)
         return {"hits": result.hits, "counts": counts, "next_after": result.next_after,
                 "next_query": form_query(form, after=result.next_after or ""),
-                "facets": facets(form, counts, rules, tags)}
+                "facets": facets(form, counts, rules, tags, scores)}
 
     view, status = answered(ask)
     if status == 200:
@@ -152,11 +157,12 @@ def calls_view(filters: Filters, form: Form, after: str, door: Door) -> tuple[di
         counts = [] if after else door.index().counts("", filters)
         rules = {} if after else door.index().rule_counts("", filters)
         tags = {} if after else door.index().tag_counts("", filters)
+        scores = {} if after else door.index().score_counts("", filters)
         found = call_findings(page.calls, filters.rule, door)
         return {"calls": [{**c, "findings": found.get(c["recording_id"], [])} for c in page.calls],
                 "counts": counts, "next_after": page.next_after,
                 "next_query": form_query(form, after=page.next_after or ""),
-                "facets": facets(form, counts, rules, tags, "calls")}
+                "facets": facets(form, counts, rules, tags, scores, "calls")}
 
     view, status = answered(ask)
     if status == 200:
@@ -168,7 +174,8 @@ def calls_view(filters: Filters, form: Form, after: str, door: Door) -> tuple[di
 def asked(form: Form) -> str:
     """What a search asked for, in words: its query and every filter it set."""
     names = {"rule": "finding", "agent": "agent", "speaker": "speaker", "quality": "quality", "date_from": "from",
-             "date_to": "to", "non_talk_percent": "non-talk ≥ %", "agent_interruptions": "agent interrupts ≥"}
+             "date_to": "to", "non_talk_percent": "non-talk ≥ %", "agent_interruptions": "agent interrupts ≥",
+             "min_score": "score ≥", "max_score": "score ≤"}
     said = [f"“{form['q'].strip()}”"] if form["q"].strip() else []
     return ", ".join(said + [f"{label} {form[name]}" for name, label in names.items() if form.get(name)]
                      + [f"tag {tag}" for tag in form["tag"]])
@@ -182,7 +189,7 @@ def tries(form: Form) -> list[str]:
     if form.get("date_from") or form.get("date_to"):
         out.append("a wider range of days")
     if any(form.get(name) for name in ("rule", "tag", "agent", "speaker", "quality", "non_talk_percent",
-                                       "agent_interruptions")):
+                                       "agent_interruptions", "min_score", "max_score")):
         out.append("one filter fewer")
     return out or ["words, or a filter alone: a finding, a tag, an agent or a day"]
 
@@ -213,6 +220,8 @@ def page(
     sounds_like: str = Query("", pattern=r"^(1|on)?$"),  # a checkbox: "on" (or 1) when ticked, absent when not
     non_talk_percent: str = Query("", pattern=r"^(\d{1,3}(\.\d+)?)?$"),  # a form sends an empty field as ""
     agent_interruptions: str = Query("", pattern=r"^\d{0,6}$"),
+    min_score: str = Query("", pattern=r"^(\d{1,3}(\.\d+)?)?$"),
+    max_score: str = Query("", pattern=r"^(\d{1,3}(\.\d+)?)?$"),
     after: str = Query("", max_length=MAX_CURSOR_CHARS),
     recording_id: Filter = "",
     t: Second = 0.0,
@@ -222,11 +231,13 @@ def page(
     filters = Filters(date_from or None, date_to or None, agent or None, speaker or None, quality or None,
                       float(non_talk_percent) / 100 if non_talk_percent else None,
                       int(agent_interruptions) if agent_interruptions else None, None, rule or None, tuple(tags),
-                      bool(sounds_like))
+                      bool(sounds_like), float(min_score) if min_score else None,
+                      float(max_score) if max_score else None)
     form: Form = {"q": q, **({"sounds_like": "1"} if sounds_like else {}), "date_from": date_from, "date_to": date_to,
                   "agent": agent, "speaker": speaker,
                   "quality": quality, "rule": rule, "non_talk_percent": non_talk_percent,
-                  "agent_interruptions": agent_interruptions, "tag": tags}
+                  "agent_interruptions": agent_interruptions, "min_score": min_score, "max_score": max_score,
+                  "tag": tags}
     view: dict[str, Any] = {"hits": None, "calls": None, "counts": [], "next_after": None, "focus": None,
                             "error": "", "facets": []}
     status = 200

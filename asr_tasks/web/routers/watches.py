@@ -35,6 +35,8 @@ class WatchRequest(BaseModel):
     min_non_talk_share: float | None = None
     min_agent_interruptions: int | None = None
     min_customer_interruptions: int | None = None
+    min_score: float | None = None
+    max_score: float | None = None
     rule: str | None = Field(None, max_length=MAX_TEXT_CHARS)
     tag: list[str] = Field(default_factory=list, max_length=MAX_TAG_FILTERS)
     severity: str = "medium"
@@ -73,7 +75,8 @@ def add_watch(body: WatchRequest, user: User, searches: Saved, settings: AppSett
     """Save a search under the user's name; refused (400) as ``asr watch add`` refuses it."""
     filters = Filters(None, None, body.agent or None, body.speaker or None, body.quality or None,
                       body.min_non_talk_share, body.min_agent_interruptions, body.min_customer_interruptions,
-                      body.rule or None, tuple(sorted({t.strip() for t in body.tag if t.strip()})), body.sounds_like)
+                      body.rule or None, tuple(sorted({t.strip() for t in body.tag if t.strip()})), body.sounds_like,
+                      body.min_score, body.max_score)
     try:
         return searches.add(user, body.name, body.q, filters, speaker_names(settings.audio), body.severity).to_dict()
     except SavedSearchError as exc:
