@@ -33,13 +33,15 @@ DAY = "2026-11-27"
 RANGES = (None, "bytes=0-", "bytes=00-", "BYTES=0-", "bytes=-99999999", "bytes=1-,0-3", "bytes=1000-1999",
           "items=0-9", "bytes=0-<script>")
 QUERIES = ({}, {"q": "country"}, {"q": "收益"}, {"recording_id": "{rid}"}, {"recording": "{rid}"},
-           {"q": "country", "format": "json"}, {"include_released": "true"}, {"date_from": DAY, "date_to": DAY})
+           {"q": "country", "format": "json"}, {"include_released": "true"}, {"date_from": DAY, "date_to": DAY},
+           {"date": DAY})
 BODIES: dict[tuple[str, str], list[dict[str, Any]]] = {
     ("POST", "/api/holds"): [{"scope": "agent", "value": "AG-1004", "why": "litigation"}],
     ("POST", "/api/holds/{hold_id}/release"): [{"why": "case closed"}],
     ("POST", "/api/erase"): [{"key": ZH_KEY, "reason": "customer-request"}],
     ("POST", "/api/watches"): [{"name": "premiums", "q": "premium"}],
     ("POST", "/api/reviews/{finding_id}"): [{"date": DAY, "status": "confirmed"}],
+    ("POST", "/api/scores/{recording_id}"): [{"question": "empathy", "answer": "yes", "why": "kind"}],
 }
 FINDING = "f" * 24  # the day's one finding (``stored_audit``), which a reviewer confirms
 

@@ -22,7 +22,10 @@ from services import throwaway_database
 
 from asr_tasks.audit.reviews import Reviews
 from asr_tasks.audit.rules import Finding
-from asr_tasks.config import Settings
+from asr_tasks.audit.score_overrides import ScoreOverrides
+from asr_tasks.audit.call_score import CallScore
+from asr_tasks.audit.scorecards import load_scorecard
+from asr_tasks.config import PROJECT_ROOT, Settings
 from asr_tasks.index.backends import open_index
 from asr_tasks.intake.stores import open_store
 from asr_tasks.pipeline.gate import gate_shard
@@ -124,6 +127,9 @@ def erase_and_search(conf: Settings, store: Any, index: Any, s3_server: S3Server
     finding = Finding("f" * 24, "promise-of-return", "high", "", rid, key, DAY.isoformat(), "AG-1004", "agent", 1.0,
                       2.0, WORDS)
     Reviews(ledger, access).review(finding, "qa1", "confirmed", comment=f"heard: {WORDS}")  # what a reviewer wrote
+    ScoreOverrides(ledger, access).override(load_scorecard(PROJECT_ROOT / "include" / "scorecards" / "default.yaml"),
+                                            CallScore(rid, key, DAY.isoformat(), "AG-1004", "bank-call"), "empathy",
+                                            "yes", f"heard: {WORDS}", "qa1")
 
     ours = f"{conf.index.es_index_prefix}*"
     before = json.dumps(es_json(es_cluster, f"/{ours}/_search?size=1000"))
@@ -131,6 +137,7 @@ def erase_and_search(conf: Settings, store: Any, index: Any, s3_server: S3Server
     assert WORDS in before and customer in before and key in before
     assert any(key.encode() in data for data in stored.values()) and any(rid in name for name in stored)
     assert customer in ledger_rows(ledger_url)["recording_ledger"] and WORDS in ledger_rows(ledger_url)["finding_review"]
+    assert WORDS in ledger_rows(ledger_url)["score_override"]
 
     result = Eraser(conf, ledger, store, index, access).erase(select_keys(ledger, customer=customer),
                                                               "customer-request", "officer")

@@ -44,7 +44,8 @@ from asr_tasks.config import PROJECT_ROOT
 from asr_tasks.models import Recording, recording_id_for
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.holds import Holds
-from asr_tasks.records.ledger import MIGRATIONS, VERSION_TABLE, Ledger, metadata, resolve_url
+from asr_tasks.records.ledger import MIGRATIONS, VERSION_TABLE, Ledger, resolve_url
+from asr_tasks.records.tables import metadata
 
 DAY = "2026-11-27"
 

@@ -27,6 +27,7 @@ from test_webui import ARTEFACTS, STEREO_KEY, client, gated, jfk_rec, served, st
 
 from asr_tasks.audit.reports import report_html
 from asr_tasks.audit.rules import AuditResult, Finding
+from asr_tasks.audit.call_score import CallScore
 from asr_tasks.config import Settings
 from asr_tasks.index.base import TranscriptIndex
 from asr_tasks.index.query import Filters
@@ -280,8 +281,12 @@ def stored_audit(settings: Settings, store: LocalStore, findings: list[Finding])
     opened = [{"at": "2026-11-27T10:00:00+00:00", "user": "alice", "action": "read", "recording_id": "r1",
                "detail": "call page at 0.0 s"}]
     store.put_bytes(bucket, reports.audit("html"), report_html(result, settings.web.search_url, opened).encode())
+    scores = [CallScore(f.recording_id, f.key, DAY, f.agent_id, "bank-call", {"no-promise-of-return": "no"},
+                        {"no-promise-of-return": f"finding of {f.rule_id}"}, 0.0).to_dict()
+              for f in {f.recording_id: f for f in findings}.values()]  # each call with a finding, scored
     store.put_bytes(bucket, reports.audit("json"), json.dumps(
-        {"summary": result.summary(), "findings": [f.to_dict() for f in result.findings], "opened": opened}).encode())
+        {"summary": result.summary(), "findings": [f.to_dict() for f in result.findings], "opened": opened,
+         "scores": scores}).encode())
 
 
 def test_the_qa_report_is_served_with_links_that_stay_in_the_app(

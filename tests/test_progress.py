@@ -15,7 +15,8 @@ from services import throwaway_database
 from sqlalchemy import update
 
 from asr_tasks.models import Recording, recording_id_for
-from asr_tasks.records.ledger import Ledger, recordings
+from asr_tasks.records.ledger import Ledger
+from asr_tasks.records.tables import recordings
 from asr_tasks.records.progress import progress
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)

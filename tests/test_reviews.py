@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from fastapi.testclient import TestClient
@@ -79,9 +80,8 @@ def test_a_finding_is_confirmed_dismissed_or_assigned_and_keeps_its_review_when_
     assert "dismissed (not-said)" in log[1]["detail"] and "4111" not in json.dumps(log)
 
 
-def test_review_from_the_command_line(settings: Settings) -> None:
-    index = _record_day(settings, CALLS)
-    run_audit(DAY, load_rule_set(RULES), index, LocalStore(settings.storage.path("store_root")), settings)
+def asr_on(settings: Settings) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``asr`` as a shell runs it, on the test's ledger, index and store (and nothing of the environment's)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASR_")}
     env.update(ASR_LEDGER_URL=settings.ledger.ledger_url, ASR_INDEX_PATH=str(settings.index.path("index_path")),
                ASR_STORE_ROOT=str(settings.storage.path("store_root")))
@@ -89,6 +89,14 @@ def test_review_from_the_command_line(settings: Settings) -> None:
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([asr, *args], env=env, capture_output=True, text=True, timeout=120, cwd=PROJECT_ROOT)
+
+    return run
+
+
+def test_review_from_the_command_line(settings: Settings) -> None:
+    index = _record_day(settings, CALLS)
+    run_audit(DAY, load_rule_set(RULES), index, LocalStore(settings.storage.path("store_root")), settings)
+    run = asr_on(settings)
 
     listed = json.loads(run("review", "--date", DAY, "--json").stdout)
     reads = AccessLog(open_ledger(settings.ledger)).entries(actions=("read",))

@@ -18,7 +18,8 @@ from asr_tasks.audit.redaction import RedactionReport, redaction_report
 from asr_tasks.audit.rules import AuditResult, Finding, RuleSet, audit
 from asr_tasks.audit.saved_searches import SavedSearches, watch_findings
 from asr_tasks.audit.score_overrides import ScoreOverrides, standing
-from asr_tasks.audit.scorecards import CallScore, answer_calls, configured_scorecard
+from asr_tasks.audit.call_score import CallScore
+from asr_tasks.audit.scorecards import answer_calls, configured_scorecard
 from asr_tasks.config import Settings
 from asr_tasks.index.base import TranscriptIndex
 from asr_tasks.intake.artefacts import Artefacts

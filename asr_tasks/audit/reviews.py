@@ -24,7 +24,8 @@ from asr_tasks.audit.rules import Finding
 from asr_tasks.audit.verdicts import DISMISS_REASONS, STATUSES
 from asr_tasks.config import Settings
 from asr_tasks.records.access_log import AccessLog, open_access_log
-from asr_tasks.records.ledger import Ledger, finding_reviews, open_ledger
+from asr_tasks.records.ledger import Ledger, open_ledger
+from asr_tasks.records.tables import finding_reviews
 from asr_tasks.text.masking import configured_policy
 from asr_tasks.text.pii import mask_text
 from asr_tasks.text.pii_policy import Policy

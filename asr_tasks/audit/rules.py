@@ -20,20 +20,18 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
 import yaml
 
 from asr_tasks.audit import conditions
+from asr_tasks.audit.call_score import CallScore
 from asr_tasks.audit.conditions import Call, Condition, Hit
 from asr_tasks.audit.redaction import RedactionReport
 from asr_tasks.audit.rule_yaml import RuleError, line_of, no_repeated_keys
 from asr_tasks.models import Recording, Segment, Transcript, _Serialisable
 from asr_tasks.text.pii import redact_transcript
 from asr_tasks.text.pii_policy import Policy
-
-if TYPE_CHECKING:
-    from asr_tasks.audit.scorecards import CallScore
 
 SEVERITIES = ("low", "medium", "high", "critical")
 KINDS = {

@@ -27,7 +27,8 @@ from asr_tasks.index.base import TranscriptIndex
 from asr_tasks.index.query import Filters, blank, check_query, checked_filters, parse, terms
 from asr_tasks.inputs import InputError
 from asr_tasks.models import SearchHit
-from asr_tasks.records.ledger import Ledger, saved_searches
+from asr_tasks.records.ledger import Ledger
+from asr_tasks.records.tables import saved_searches
 from asr_tasks.text.pii import mask_text
 from asr_tasks.text.pii_policy import Policy
 

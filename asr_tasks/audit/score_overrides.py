@@ -19,9 +19,11 @@ from typing import Any, Iterable
 
 from sqlalchemy import and_, delete, insert, select
 
-from asr_tasks.audit.scorecards import ANSWERS, CallScore, Scorecard, score_of
+from asr_tasks.audit.call_score import ANSWERS, CallScore
+from asr_tasks.audit.scorecards import Scorecard, score_of
 from asr_tasks.records.access_log import AccessLog
-from asr_tasks.records.ledger import Ledger, score_overrides
+from asr_tasks.records.ledger import Ledger
+from asr_tasks.records.tables import score_overrides
 from asr_tasks.text.pii import mask_text
 from asr_tasks.text.pii_policy import Policy
 

@@ -16,21 +16,21 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from asr_tasks.audit import conditions
+from asr_tasks.audit.call_score import CallScore
 from asr_tasks.audit.rule_yaml import RuleError, no_repeated_keys
 from asr_tasks.audit.rules import AuditResult, Rule, RuleSet, known_speakers
 from asr_tasks.config import Settings
-from asr_tasks.models import Transcript, _Serialisable
+from asr_tasks.models import Transcript
 from asr_tasks.text.pii import redact_transcript
 from asr_tasks.text.pii_policy import Policy
 
-ANSWERS = ("yes", "no", "na")  # what a question can be answered; None: not answered yet
 _ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 QUESTION_FIELDS = {"id", "text", "weight", "no_if_found", "yes_when", "applies_if_tagged"}
 
@@ -74,20 +74,6 @@ class Scorecard:
         for q in self.questions:
             out.setdefault(q.section, []).append(q)
         return list(out.items())
-
-
-@dataclass
-class CallScore(_Serialisable):
-    """One call's automatic answers on a scorecard (by question id), why each, and its score without overrides."""
-
-    recording_id: str
-    key: str
-    call_date: str
-    agent_id: str | None
-    scorecard: str
-    answers: dict[str, str | None] = field(default_factory=dict)
-    why: dict[str, str] = field(default_factory=dict)
-    score: float | None = None
 
 
 def score_of(card: Scorecard, answers: dict[str, str | None]) -> float | None:
@@ -159,7 +145,10 @@ def load_scorecard(path: Path, rules: RuleSet | list[Rule] | None = None) -> Sco
                              f"{getattr(exc, 'problem', exc)}") from exc
     if not isinstance(root, yaml.MappingNode):
         raise ScorecardError(f"{path}: expected a mapping with 'scorecard'")
-    no_repeated_keys(path, root)
+    try:
+        no_repeated_keys(path, root)
+    except RuleError as exc:
+        raise ScorecardError(str(exc)) from exc
     data = yaml.safe_load(text)
     if set(data) != {"scorecard"} or not isinstance(data["scorecard"], dict):
         raise ScorecardError(f"{path}: expected a mapping with one key, 'scorecard', holding id, title and sections")

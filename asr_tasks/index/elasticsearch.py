@@ -43,7 +43,6 @@ from elasticsearch import ApiError, BadRequestError, Elasticsearch, NotFoundErro
 from asr_tasks import retry
 from asr_tasks.config import EsRefresh, IndexSettings
 from asr_tasks.index import es_audit
-from asr_tasks.index.es_audit import MAX_RULE_RECORDINGS
 from asr_tasks.index.base import TranscriptIndex, recording_fields, tag_list, transcript_summary
 from asr_tasks.index.es_results import AGENT_DAY_SOURCES, CALL_SOURCES, HIGHLIGHT_FIELD, row, search_hit
 from asr_tasks.index.es_node import ENGLISH_STEMMERS, ElasticsearchIndexError, connect, load_template, missing_module
@@ -371,31 +370,12 @@ class ElasticsearchIndex(TranscriptIndex):
         bounds = {op: value for op, value in (("gte", filters.date_from), ("lte", filters.date_to)) if value}
         return [{"range": {"call_date": {**bounds, "format": "yyyy-MM-dd"}}}]
 
-    def _calls_with(self, kind: str, query: dict[str, Any], sort: str, what: str) -> dict[str, Any]:
-        """A filter of segments on the calls whose ``kind`` documents ``query`` finds (``what`` they have, for
-        the refusal when there are more than MAX_RULE_RECORDINGS)."""
-        ids = sorted({hit["_source"]["recording_id"]
-                      for hit in self._scan_hits(kind, query, [{sort: "asc"}], source=["recording_id"])})
-        if len(ids) > MAX_RULE_RECORDINGS:
-            raise ValueError(f"{len(ids)} calls {what}; narrow the search by date first "
-                             f"(at most {MAX_RULE_RECORDINGS})")
-        return {"terms": {"recording_id": ids}}
-
     def _filters(self, filters: Filters) -> list[dict[str, Any]]:
         out = self._days(filters)
         for field, value in (("agent_id", filters.agent), ("speaker", filters.speaker), ("quality", filters.quality)):
             if value:
                 out.append({"term": {field: value}})
-        if filters.rule:
-            out.append(self._calls_with("findings", {"term": {"rule_id": filters.rule}}, "finding_id",
-                                        f"have a {filters.rule} finding"))
-        if filters.tags:  # tags live on the recording documents: the segments are filtered by their calls' ids
-            tagged = {"bool": {"filter": [*self._days(filters), *({"term": {"tags": tag}} for tag in filters.tags)]}}
-            out.append(self._calls_with("recordings", tagged, "recording_id", f"are tagged {', '.join(filters.tags)}"))
-        if filters.min_score is not None or filters.max_score is not None:  # scores too
-            bounds = {k: v for k, v in (("gte", filters.min_score), ("lte", filters.max_score)) if v is not None}
-            scored = {"bool": {"filter": [*self._days(filters), {"range": {"score": bounds}}]}}
-            out.append(self._calls_with("recordings", scored, "recording_id", "score so"))
+        out += es_audit.audit_filters(self, filters, self._days(filters))
         for field, least in (("non_talk_share", filters.min_non_talk_share),
                              ("agent_interruptions", filters.min_agent_interruptions),
                              ("customer_interruptions", filters.min_customer_interruptions)):

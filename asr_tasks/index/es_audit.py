@@ -1,5 +1,5 @@
-"""The QA audit's documents in Elasticsearch: a day's findings and its calls' tags, and the facets per call
-(findings per rule, calls per tag) they give a search.
+"""The QA audit's documents in Elasticsearch: a day's findings and its calls' tags and scores, the filters and
+the facets per call (findings per rule, calls per tag and per band of score) they give a search.
 
 Findings live in ``<prefix>-findings-YYYY``; tags on the recording documents. A
 day's audit replaces both by id (no reindex module), after a refresh so that
@@ -32,6 +32,34 @@ class Documents(Protocol):
     def _refresh(self, kind: str) -> None: ...
 
     def _bulk(self, actions: list[dict[str, Any]], what: str) -> int: ...
+
+
+def calls_with(es: Documents, kind: str, query: dict[str, Any], sort: str, what: str) -> dict[str, Any]:
+    """A filter of segments on the calls whose ``kind`` documents ``query`` finds (``what`` they have, for the
+    refusal when there are more than MAX_RULE_RECORDINGS)."""
+    ids = sorted({hit["_source"]["recording_id"]
+                  for hit in es._scan_hits(kind, query, [{sort: "asc"}], source=["recording_id"])})
+    if len(ids) > MAX_RULE_RECORDINGS:
+        raise ValueError(f"{len(ids)} calls {what}; narrow the search by date first (at most {MAX_RULE_RECORDINGS})")
+    return {"terms": {"recording_id": ids}}
+
+
+def audit_filters(es: Documents, filters: Filters, days: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Filters on what the audit wrote of a call (a finding of a rule, tags, a range of scores): those live on the
+    findings and recording documents, so the segments are filtered by their calls' ids (``days``: the search's
+    range of days, which bounds how many)."""
+    out = []
+    if filters.rule:
+        out.append(calls_with(es, "findings", {"term": {"rule_id": filters.rule}}, "finding_id",
+                              f"have a {filters.rule} finding"))
+    if filters.tags:
+        tagged = {"bool": {"filter": [*days, *({"term": {"tags": tag}} for tag in filters.tags)]}}
+        out.append(calls_with(es, "recordings", tagged, "recording_id", f"are tagged {', '.join(filters.tags)}"))
+    if filters.min_score is not None or filters.max_score is not None:
+        bounds = {k: v for k, v in (("gte", filters.min_score), ("lte", filters.max_score)) if v is not None}
+        scored = {"bool": {"filter": [*days, {"range": {"score": bounds}}]}}
+        out.append(calls_with(es, "recordings", scored, "recording_id", "score so"))
+    return out
 
 
 def matching_calls(es: Documents, query: str, filters: Filters) -> list[str]:

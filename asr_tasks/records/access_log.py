@@ -15,7 +15,8 @@ from typing import Any
 from sqlalchemy import insert, select
 
 from asr_tasks.config import Settings
-from asr_tasks.records.ledger import Ledger, access_log, as_utc, open_ledger
+from asr_tasks.records.ledger import Ledger, as_utc, open_ledger
+from asr_tasks.records.tables import access_log
 from asr_tasks.text.masking import configured_policy
 from asr_tasks.text.pii import mask_text
 from asr_tasks.text.pii_policy import Policy

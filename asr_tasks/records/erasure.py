@@ -29,7 +29,8 @@ from asr_tasks.intake.days import sidecar_key
 from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.holds import Hold, Holds
-from asr_tasks.records.ledger import Ledger, recordings
+from asr_tasks.records.ledger import Ledger
+from asr_tasks.records.tables import recordings
 from asr_tasks.records.reasons import REASONS
 from asr_tasks.states import NOT_CURRENT_STATES, RecordingState
 from asr_tasks.version import DayReports, RecordingVersion

@@ -18,7 +18,8 @@ from sqlalchemy import insert, select, update
 
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.models import Recording
-from asr_tasks.records.ledger import Ledger, as_utc, batches, legal_holds, recordings
+from asr_tasks.records.ledger import Ledger, as_utc, batches
+from asr_tasks.records.tables import legal_holds, recordings
 from asr_tasks.states import NOT_CURRENT_STATES, RecordingState
 
 log = logging.getLogger(__name__)

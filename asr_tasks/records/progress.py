@@ -15,7 +15,8 @@ from typing import Any, Literal
 
 from sqlalchemy import and_, func, select
 
-from asr_tasks.records.ledger import Ledger, recordings
+from asr_tasks.records.ledger import Ledger
+from asr_tasks.records.tables import recordings
 from asr_tasks.states import FAILED_STATES, FINAL_STATES, NOT_CURRENT_STATES, RecordingState
 
 By = Literal["month", "day"]

@@ -22,7 +22,8 @@ from asr_tasks.index.base import TranscriptIndex
 from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.erasure import Eraser, versions_of
-from asr_tasks.records.ledger import Ledger, recordings
+from asr_tasks.records.ledger import Ledger
+from asr_tasks.records.tables import recordings
 from asr_tasks.states import RecordingState
 
 log = logging.getLogger(__name__)

@@ -42,13 +42,15 @@ from asr_tasks.web.routers import (
     records,
     reports,
     reviews,
+    scores,
     search,
     unredacted,
     watches,
 )
 
 # Each router's routes ask for its PERMISSION.
-ROUTERS = (search, audio, unredacted, access_log, call, exports, progress, records, reports, watches, reviews)
+ROUTERS = (search, audio, unredacted, access_log, call, exports, progress, records, reports, watches, reviews,
+           scores)
 
 
 def security_headers(nonce: str) -> dict[str, str]:

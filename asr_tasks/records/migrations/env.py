@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from alembic import context
 
-from asr_tasks.records.ledger import VERSION_TABLE, metadata
+from asr_tasks.records.ledger import VERSION_TABLE
+from asr_tasks.records.tables import metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:
