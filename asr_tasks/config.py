@@ -278,10 +278,12 @@ class QualitySettings(_Section):
 
 @dataclass(frozen=True, config=_STRICT)
 class AuditSettings(_Section):
-    """The nightly QA audit's rule files and the scorecard it fills for every call ("" for none)."""
+    """The nightly QA audit's rule files, the scorecard it fills for every call ("" for none), and the directory
+    of teams (which agents each has, who leads it)."""
 
     qa_rules_dir: str = "include/qa_rules"
     scorecard: str = "include/scorecards/default.yaml"
+    teams: str = "include/teams.yaml"
 
 
 @dataclass(frozen=True, config=_STRICT)

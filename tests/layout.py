@@ -28,7 +28,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("asr_tasks.gate",),
     ("asr_tasks.index",),
     ("asr_tasks.records.tables", "asr_tasks.records.ledger", "asr_tasks.records.access_log",
-     "asr_tasks.records.holds", "asr_tasks.records.permissions", "asr_tasks.records.migrations"),
+     "asr_tasks.records.holds", "asr_tasks.records.permissions", "asr_tasks.records.teams",
+     "asr_tasks.records.migrations"),
     ("asr_tasks.audit",),
     ("asr_tasks.pipeline",),
     ("asr_tasks.records",),  # erasure, retention, progress

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fastapi.routing import APIRoute
 from starlette.testclient import TestClient
-from test_pages_walk import stored_audit
+from test_pages_walk import granting, stored_audit
 from test_webui import JFK_KEY, ZH_KEY, jfk_rec, world  # noqa: F401  (fixtures)
 
 from asr_tasks import PIPELINE_VERSION
@@ -143,3 +143,50 @@ def test_audio_is_the_version_that_was_indexed_or_nothing(client: TestClient, se
     ledger.erasing([jfk_rec.recording_id], "officer", "customer-request")
     for path in (url, f"/call/{jfk_rec.recording_id}", f"/call/{jfk_rec.recording_id}/transcript.txt"):
         assert client.get(path).status_code == 410, path
+
+
+def test_a_team_lead_reaches_no_call_of_another_team_by_any_route(
+        settings: Settings, world: tuple[SqliteIndex, LocalStore], jfk_rec: Recording, jfk: Path) -> None:  # noqa: F811
+    """Lee leads the retail team (``include/teams.yaml``: AG-1001, the Chinese call's agent) and holds every
+    permission that reads calls but the Call Reader's; every route, asked about either call, answers him nothing
+    of the wealth team's JFK call (AG-1004): not its words, key, agent or audio, not in a facet, a report, a
+    score, a queue or an export. His own team's call he does reach (the test is not blind)."""
+    index, store = world
+    zh_rid = index.search("收益")[0].recording_id
+    open_ledger(settings.ledger).sensed([jfk_rec], "m", PIPELINE_VERSION)
+    stored_audit(settings, store, [
+        Finding(FINDING, "promise-of-return", "high", "", jfk_rec.recording_id, jfk_rec.key, DAY, "AG-1004", "agent",
+                1.0, 3.0, "ask not what your country"),
+        Finding("e" * 24, "promise-of-return", "high", "", zh_rid, ZH_KEY, DAY, "AG-1001", "agent", 2.0, 5.0,
+                "这款产品保证收益")])
+    index.replace_findings(DAY, [{"finding_id": FINDING, "recording_id": jfk_rec.recording_id, "rule_id": "r",
+                                  "agent_id": "AG-1004", "start": 1.0, "end": 3.0, "matched_text": "your country"}])
+    lee = {"read_team", "read_unredacted", "export", "review"}
+    app = create_app(settings, index=index, store=store, authorize=granting({"lee": lee}, []))
+    client = TestClient(app, headers={"X-User": "lee"})
+    theirs = ["fellow Americans", "your country", "call_0005_jfk", "AG-1004", jfk.read_bytes()[1000:1024],
+              jfk_rec.recording_id]
+    ours = ["这款产品", "收益多少", "AG-1001"]
+    reached: set[str] = set()
+    for route in (r for r in app.routes if isinstance(r, APIRoute)):
+        for method in sorted(route.methods):
+            for rid in (jfk_rec.recording_id, zh_rid):
+                for query in (*QUERIES, {"q": "country | 收益"}, {"q": "", "agent": "AG-1004"}):
+                    params = {k: v.replace("{rid}", rid) for k, v in query.items()}
+                    for body in BODIES.get((method, route.path), [{}]) if method == "POST" else [None]:
+                        url = filled(route.path, rid, "json")
+                        answer = client.request(method, url, params=params, json=body)
+                        said = answer.content + json.dumps(dict(answer.headers)).encode()
+                        if rid == jfk_rec.recording_id:
+                            said = said.replace(rid.encode(), b"")  # its id, as asked for, may be echoed back
+                        if "agent" in params:
+                            said = said.replace(b"AG-1004", b"")  # so may the agent asked for
+                        leaked = [m for m in theirs if (m if isinstance(m, bytes) else m.encode()) in said]
+                        assert not leaked, (method, url, params, answer.status_code, leaked)
+                        if any(m.encode() in said for m in ours):
+                            reached.add(route.path)
+    assert reached >= {"/", "/api/search", "/call/{recording_id}", "/api/export", "/reports/qa/{day}", "/reviews",
+                       "/api/reviews", "/api/scores", "/call/{recording_id}/transcript.{fmt}"}, reached
+    assert client.get(f"/call/{jfk_rec.recording_id}").status_code == 404  # unknown to him, not forbidden
+    assert client.get(f"/audio/{jfk_rec.recording_id}").status_code == 404
+    assert client.get("/progress").status_code == 403  # the whole backlog is a Call Reader's

@@ -491,6 +491,20 @@ def test_scores_of_a_day_are_replaced_whole_searched_faceted_and_kept_by_a_reind
     assert score(new) is None and keys("returns", max_score=50) == set()
 
 
+def test_a_scope_of_agents_narrows_every_answer_and_an_empty_one_finds_nothing(index: TranscriptIndex) -> None:
+    """``agents`` (whose calls a user may see) narrows hits, calls, counts and facets alike; no agent, nothing;
+    it is not a filter of its own (a blank query with it alone finds nothing)."""
+    _fill(index)
+    both = "收益 | returns"
+    assert {h.key for h in index.search_page(both, Filters(agents=frozenset({"AG-2"})), size=50).hits} == {EN_KEY}
+    assert {h.key for h in index.search_page(both, Filters(agents=frozenset({"AG-1", "AG-9"})), size=50).hits} == {
+        ZH_KEY, OLD_KEY}
+    assert index.search_page(both, Filters(agents=frozenset())).hits == []
+    assert [c.agent_id for c in index.counts(both, Filters(agents=frozenset({"AG-2"})))] == ["AG-2"]
+    assert [c["key"] for c in index.calls("", Filters(date_from="2026-11-28", agents=frozenset({"AG-1"}))).calls] == []
+    assert index.search_page("", Filters(agents=frozenset({"AG-1"}))).hits == []
+
+
 def test_hits_say_how_sure_the_model_was(index: TranscriptIndex) -> None:
     """Each hit carries the model's confidence in its segment (the geometric mean of its words' probabilities),
     alike in both backends, and the export carries it too."""

@@ -375,6 +375,8 @@ class ElasticsearchIndex(TranscriptIndex):
         for field, value in (("agent_id", filters.agent), ("speaker", filters.speaker), ("quality", filters.quality)):
             if value:
                 out.append({"term": {field: value}})
+        if filters.agents is not None:  # the calls one may see: none at all where no agent is theirs
+            out.append({"terms": {"agent_id": sorted(filters.agents)}})
         out += es_audit.audit_filters(self, filters, self._days(filters))
         for field, least in (("non_talk_share", filters.min_non_talk_share),
                              ("agent_interruptions", filters.min_agent_interruptions),

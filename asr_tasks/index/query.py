@@ -294,11 +294,15 @@ class Filters:
     sounds_like: bool = False  # every term of the query tolerant (matched by sound and spelling too)
     min_score: float | None = None  # calls whose scorecard score is at least this (0-100)
     max_score: float | None = None  # calls whose scorecard score is at most this: the ones to coach on
+    # the calls of these agents only, whatever else is asked: who may see what (a team lead's teams), set by the
+    # web's scope and never by a person's filter; None: every agent's
+    agents: frozenset[str] | None = None
 
     def narrows(self) -> bool:
         """Whether any filter is set: a blank query with one finds every segment the filters let through (how
-        words are matched narrows nothing)."""
-        return any(value not in (None, "", ()) for name, value in vars(self).items() if name != "sounds_like")
+        words are matched, and whose calls one may see, narrow nothing)."""
+        return any(value not in (None, "", ()) for name, value in vars(self).items()
+                   if name not in ("sounds_like", "agents"))
 
 
 # The score facet's bands, highest first: a call falls in the first whose lower bound it reaches.

@@ -376,6 +376,9 @@ class SqliteIndex(TranscriptIndex):
             if value is not None and value != "":
                 where.append(clause)
                 params.append(value)
+        if filters.agents is not None:  # the calls one may see: none at all where no agent is theirs
+            where.append(f"r.agent_id IN ({', '.join('?' * len(filters.agents)) or 'NULL'})")
+            params.extend(sorted(filters.agents))
         if expression is None:
             return (f"FROM segments s JOIN recordings r ON r.recording_id = s.recording_id WHERE {' AND '.join(where)}",
                     params, None)

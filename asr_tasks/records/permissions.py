@@ -31,6 +31,8 @@ class Permission:
 
 PERMISSIONS: dict[str, Permission] = {
     "read": Permission("can_read", "search transcripts and play redacted audio", "Call Reader"),
+    "read_team": Permission("can_read_team", "search, read and play the calls of the teams they lead (teams.yaml)",
+                            "Call Team Lead"),
     "read_unredacted": Permission("can_read_unredacted", "play original audio and read unredacted text",
                                   "Call Unredacted Reader"),
     "export": Permission("can_export", "export search results and transcripts", "Call Exporter"),

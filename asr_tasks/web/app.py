@@ -32,7 +32,7 @@ from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.records.access_log import open_access_log
 from asr_tasks.records.permissions import PERMISSIONS
 from asr_tasks.web.deps import Authorize, guard, single_user
-from asr_tasks.web.pages import permission_probe
+from asr_tasks.web.pages import permission_probe, reader_guard
 from asr_tasks.web.routers import (
     access_log,
     audio,
@@ -106,7 +106,9 @@ def create_app(
     if allowed_hosts:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     guards = {permission: guard(authorize(permission)) for permission in PERMISSIONS}
-    probe = permission_probe(authorize)  # what the user holds, for the pages' header
+    readers = reader_guard(authorize)  # a Call Reader, or a Team Lead within their teams
+    probe = permission_probe(authorize)  # what the user holds, for the pages' header and the door's scope
     for area in ROUTERS:
-        app.include_router(area.router, dependencies=[guards[area.PERMISSION], probe])
+        opens = readers if area.PERMISSION == "read" and getattr(area, "TEAM_LEADS", True) else guards[area.PERMISSION]
+        app.include_router(area.router, dependencies=[opens, probe])
     return app

@@ -9,7 +9,8 @@ code's), refuses what is not safe to serve (a quarantined upload; the original
 where personal data was found and no redacted rendition is stored, or where the
 object under its key is no longer the version that was indexed: 409), and
 writes one access-log row per request before anything goes out, naming what
-was served (which bytes of which rendition, from which second; which page).
+was served (which bytes of which rendition, from which second; which page). A Team Lead's door opens onto
+their teams' calls only (``scope.py``): another team's call is unknown to it.
 ``tests/test_door.py`` calls every route of the app and fails when one answers
 with a call's content and no row.
 """
@@ -30,10 +31,12 @@ from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.models import Segment
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.ledger import Ledger
+from asr_tasks.records.teams import configured_teams
 from asr_tasks.states import RecordingState
 from asr_tasks.version import RecordingVersion
 from asr_tasks.web.deps import Access, AppLedger, AppSettings, IndexOpener, StoreOpener, User, gone, indexed
 from asr_tasks.web.ranges import Unsatisfiable, part
+from asr_tasks.web.scope import ScopedIndex, scope_of
 
 # Audio containers by their first bytes: (offset, magic) -> media type. Anything else is not served.
 MAGIC: list[tuple[int, bytes, str]] = [
@@ -66,6 +69,12 @@ class Door:
     store: Callable[[], ObjectStore]
     ledger: Ledger
     access: AccessLog
+    scope: frozenset[str] | None = None  # the agents whose calls the user may see; None: all (``scope.py``)
+
+    def sees(self, agent_id: str | None) -> bool:
+        """Whether a call of this agent is within the user's scope (what a route shows from a stored report, which
+        the scoped index does not answer)."""
+        return self.scope is None or agent_id in self.scope
 
     def log(self, action: str, *, recording_id: str | None = None, query: str | None = None,
             filters: dict[str, Any] | None = None, hits: int | None = None, detail: str | None = None) -> None:
@@ -156,8 +165,11 @@ class Door:
 
 def door(request: Request, user: User, settings: AppSettings, index: IndexOpener, store: StoreOpener,
          ledger: AppLedger, access: Access) -> Door:
-    """The request's door, for the signed-in user."""
-    return Door(request, user, settings, index, store, ledger, access)
+    """The request's door, for the signed-in user: a Team Lead's index answers with their teams' calls only."""
+    agents = scope_of(request, user, configured_teams(settings))
+    if agents is None:
+        return Door(request, user, settings, index, store, ledger, access)
+    return Door(request, user, settings, lambda: ScopedIndex(index(), agents), store, ledger, access, agents)
 
 
 CallDoor = Annotated[Door, Depends(door)]

@@ -40,7 +40,7 @@ HEADER = (Link("search", "./", "Search", "read"), Link("findings", "reports/qa",
           Link("reviews", "reviews", "Reviews", "review"), Link("access-log", "access-log", "Access log", "access_log"))
 # The search form's fields: what a link back to a search carries, and nothing else.
 SEARCH_FIELDS = ("q", "sounds_like", "date_from", "date_to", "agent", "speaker", "quality", "rule", "tag", "non_talk_percent",
-                 "agent_interruptions", "after")
+                 "agent_interruptions", "min_score", "max_score", "after")
 
 
 def back_to_search(back: str) -> str:
@@ -74,6 +74,46 @@ def _deferred(check: Callable[..., Any]) -> Callable[..., Any]:
             return partial(_holds, check, values)
     attempt.__signature__ = inspect.signature(check, eval_str=True)  # type: ignore[attr-defined]
     return attempt
+
+
+def _answered(check: Callable[..., Any]) -> Callable[..., Any]:
+    """A dependency with ``check``'s own parameters that answers a call running it (a coroutine check runs now)
+    and giving the user's name, or the refusal it raised."""
+    def run(values: dict[str, Any]) -> str | HTTPException:
+        try:
+            return str(check(**values))
+        except HTTPException as exc:
+            return exc
+
+    if inspect.iscoroutinefunction(check):
+        async def attempt(**values: Any) -> Callable[[], str | HTTPException]:
+            try:
+                answer: str | HTTPException = str(await check(**values))
+            except HTTPException as exc:
+                answer = exc
+            return lambda: answer
+    else:
+        async def attempt(**values: Any) -> Callable[[], str | HTTPException]:
+            return partial(run, values)
+    attempt.__signature__ = inspect.signature(check, eval_str=True)  # type: ignore[attr-defined]
+    return attempt
+
+
+def reader_guard(authorize: Authorize) -> params.Depends:
+    """The guard of the routes that read calls: a Call Reader, or else a Team Lead (``read_team``), whose door
+    then opens onto their teams' calls only (``scope.py``); anyone else is refused as the reader's check refuses.
+    The lead's check runs only for a user who is not a reader."""
+    as_reader, as_lead = Depends(_answered(authorize("read"))), Depends(_answered(authorize("read_team")))
+
+    async def signed_in(request: Request, reader: Callable[[], str | HTTPException] = as_reader,
+                        lead: Callable[[], str | HTTPException] = as_lead) -> None:
+        refused = reader()
+        answer = refused if isinstance(refused, str) else lead()
+        if isinstance(answer, HTTPException):
+            raise refused if isinstance(refused, HTTPException) else answer
+        request.state.asr_user, request.state.asr_reader = answer, isinstance(refused, str)
+
+    return Depends(signed_in)
 
 
 def permission_probe(authorize: Authorize) -> params.Depends:

@@ -20,6 +20,7 @@ from asr_tasks.web.door import CallDoor
 from asr_tasks.web.pages import render_page
 
 PERMISSION = "read"
+TEAM_LEADS = False  # the whole backlog's keys and counts: for Call Readers, not for a Team Lead's scope
 DAY_PATTERN = r"^(\d{4}-\d{2}-\d{2})?$"
 MAX_SPAN_YEARS = 100  # a report's range at most: each month of it is a row of the page
 

@@ -45,7 +45,8 @@ def list_scores(door: CallDoor, date: Annotated[str, Query(pattern=DAY_PATTERN)]
     except InputError as exc:
         raise HTTPException(status_code=404, detail=str(exc)) from exc
     door.log("read", detail=f"the scores of {date}")
-    return {"date": date, "scorecard": card.id if card else None, "calls": [s.to_dict() for s in scored]}
+    return {"date": date, "scorecard": card.id if card else None,
+            "calls": [s.to_dict() for s in scored if door.sees(s.call.agent_id)]}
 
 
 @router.post("/api/scores/{recording_id}")
