@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -175,3 +176,36 @@ def test_the_review_queue_on_the_page(settings: Settings) -> None:
     disclosure = client.get("/reviews", params={"date": DAY, "rule": "recording-disclosure", "status": ""},
                             headers=as_rita).text
     assert "no recording disclosure in the first 15 s" in disclosure  # what a finding means, in words
+
+
+def test_the_queue_spans_days_and_narrows_by_severity_agent_and_team(settings: Settings, tmp_path: Path) -> None:
+    """A range of days lists every audited day's findings; severity, agent and team (``audit.teams``) narrow
+    them; a range, team or severity the queue cannot list is refused with why."""
+    index = _record_day(settings, CALLS)
+    store = LocalStore(settings.storage.path("store_root"))
+    result = run_audit(DAY, load_rule_set(RULES), index, store, settings)
+    teams = tmp_path / "teams.yaml"
+    teams.write_text("teams:\n  retail: {leads: [lee], agents: [AG-1]}\n  wealth: {agents: [AG-7]}\n")
+    app = create_app(replace(settings, audit=replace(settings.audit, teams=str(teams))), index=index, store=store,
+                     authorize=granting({"rita": {"read", "review"}}, []))
+    client = TestClient(app, headers={"X-User": "rita"})
+
+    def listed(**params: str) -> list[str]:
+        answer = client.get("/api/reviews", params=params)
+        assert answer.status_code == 200, answer.text
+        return sorted(f["finding_id"] for f in answer.json()["findings"])
+
+    every = sorted(f.finding_id for f in result.findings)
+    assert listed(date_from="2026-11-01", date_to="2026-11-30") == every == listed()
+    assert listed(date_from="2026-11-28", date_to="2026-11-30") == []
+    assert listed(severity="high") == sorted(f.finding_id for f in result.findings if f.severity == "high")
+    assert listed(agent="AG-1") == every and listed(agent="AG-2") == []
+    assert listed(team="retail") == every and listed(team="wealth") == []
+    for params, message in [({"team": "nope"}, "not a team"), ({"severity": "urgent"}, "severity 'urgent'"),
+                            ({"date_from": "2026-01-01", "date_to": "2026-11-30"}, "a range of 1 to 92 days"),
+                            ({"date_from": "2026-11-30", "date_to": "2026-11-01"}, "a range of 1 to 92 days")]:
+        refused = client.get("/api/reviews", params=params)
+        assert refused.status_code == 422 and message in refused.text, (params, refused.text)
+    page = client.get("/reviews", params={"date_from": "2026-11-01", "date_to": "2026-11-30", "status": ""}).text
+    assert "Reviews of 2026-11-01 to 2026-11-30" in page and f'data-date="{DAY}"' in page
+    assert '<option selected>retail</option>' not in page and "<option>wealth</option>" in page

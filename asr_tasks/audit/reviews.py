@@ -125,6 +125,22 @@ def _review(row: dict[str, Any]) -> Review:
                   at.isoformat(timespec="seconds") if isinstance(at, datetime) else str(at))
 
 
+@dataclass(frozen=True)
+class Queue:
+    """Which findings a review queue lists: of a status, rule, severity, agent and team ("" and None: any)."""
+
+    status: str = ""
+    rule: str = ""
+    severity: str = ""
+    agent: str = ""
+    team: frozenset[str] | None = None  # the agents of the team asked for
+
+    def lists(self, f: Finding, reviews: dict[str, Review]) -> bool:
+        return (self.status in ("", status_of(f, reviews)) and self.rule in ("", f.rule_id)
+                and self.severity in ("", f.severity) and self.agent in ("", f.agent_id)
+                and (self.team is None or f.agent_id in self.team))
+
+
 def status_of(finding: Finding, reviews: dict[str, Review]) -> str:
     review = reviews.get(finding.finding_id)
     return review.status if review else "open"

@@ -33,23 +33,33 @@ def _findings(day: str, settings: Settings) -> list[Finding]:
 
 
 def cmd_review(args: argparse.Namespace) -> int:
-    from asr_tasks.audit.reviews import ReviewError, open_reviews, precision, status_of
+    from asr_tasks.audit.reviews import Queue, ReviewError, open_reviews, precision, status_of
+    from asr_tasks.audit.rules import SEVERITIES
+    from asr_tasks.records.teams import configured_teams
 
     verdicts = [args.confirm, args.dismiss is not None, args.assign is not None, args.reopen]
-    listing = [args.status is not None, args.rule is not None, args.json]
+    listing = [args.status is not None, args.rule is not None, args.json, args.severity is not None,
+               args.agent is not None, args.team is not None]
     if (args.finding is None) == any(verdicts) or (args.finding is None and args.why is not None) or (
             args.finding is not None and any(listing)):
         raise InputError("--finding ID with one of --confirm, --dismiss REASON, --assign USER, --reopen (and "
-                         "--why); or no --finding, to list the day's findings (--status, --rule, --json)")
+                         "--why); or no --finding, to list the day's findings (--status, --rule, --severity, "
+                         "--agent, --team, --json)")
     settings = get_settings()
     findings, reviews = _findings(args.date, settings), open_reviews(settings)
     if args.finding is None:
         if args.status is not None and args.status not in STATUSES:
             raise InputError(f"--status {args.status!r}: one of {', '.join(STATUSES)}")
+        if args.severity is not None and args.severity not in SEVERITIES:
+            raise InputError(f"--severity {args.severity!r}: one of {', '.join(SEVERITIES)}")
+        teams = configured_teams(settings)
+        if args.team is not None and args.team not in {t.id for t in teams.teams}:
+            raise InputError(f"--team {args.team!r}: not a team of {settings.audit.teams}")
         held = reviews.of(f.finding_id for f in findings)
         reviews.access.append(getpass.getuser(), "read", detail=f"the review queue of {args.date}")
-        listed = [f for f in findings if args.status in (None, status_of(f, held))
-                  and args.rule in (None, f.rule_id)]
+        queue = Queue(args.status or "", args.rule or "", args.severity or "", args.agent or "",
+                      teams.agents_of(args.team) if args.team else None)
+        listed = [f for f in findings if queue.lists(f, held)]
         if args.json:
             print_json({"findings": [{**f.to_dict(), "status": status_of(f, held),
                                       "review": held[f.finding_id].to_dict() if f.finding_id in held else None}
@@ -99,6 +109,9 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--why", metavar="TEXT", help="a comment (kept masked, as everything people type)")
     p.add_argument("--status", help="list only findings of this status: " + ", ".join(STATUSES))
     p.add_argument("--rule", help="list only findings of this rule")
+    p.add_argument("--severity", help="list only findings of this severity: low, medium, high, critical")
+    p.add_argument("--agent", help="list only findings of this agent's calls")
+    p.add_argument("--team", help="list only findings of the calls of this team's agents (audit.teams)")
     p.add_argument("--json", action="store_true", help="the listing, with each rule's findings by status")
     p.set_defaults(func=cmd_review)
 
