@@ -55,7 +55,8 @@ def markers(jfk: Path) -> list[str | bytes]:
 
 def filled(path: str, rid: str, fmt: str) -> str:
     """A route's path with its parameters filled in; a parameter this test does not know fails it."""
-    values = {"recording_id": rid, "fmt": fmt, "day": DAY, "hold_id": "1", "name": "premiums", "finding_id": FINDING}
+    values = {"recording_id": rid, "fmt": fmt, "day": DAY, "hold_id": "1", "name": "premiums", "finding_id": FINDING,
+              "table": "findings"}
     unknown = set(re.findall(r"{(\w+)}", path)) - set(values)
     assert not unknown, f"{path}: the door test cannot fill in {unknown}; teach it"
     return re.sub(r"{(\w+)}", lambda m: values[m.group(1)], path)
@@ -77,7 +78,7 @@ def test_no_route_answers_with_a_call_without_a_row_in_the_access_log(
     answered, served = set(), []
     for route in routes:
         for method in sorted(route.methods):
-            for fmt in ("txt", "srt", "vtt", "json"):
+            for fmt in ("txt", "srt", "vtt", "json", "csv"):
                 url = filled(route.path, jfk_rec.recording_id, fmt)
                 for query in QUERIES:
                     params = {k: v.replace("{rid}", jfk_rec.recording_id) for k, v in query.items()}
@@ -174,7 +175,7 @@ def test_a_team_lead_reaches_no_call_of_another_team_by_any_route(
                 for query in (*QUERIES, {"q": "country | 收益"}, {"q": "", "agent": "AG-1004"}):
                     params = {k: v.replace("{rid}", rid) for k, v in query.items()}
                     for body in BODIES.get((method, route.path), [{}]) if method == "POST" else [None]:
-                        url = filled(route.path, rid, "json")
+                        url = filled(route.path, rid, "csv" if route.path.startswith("/api/qa/") else "json")
                         answer = client.request(method, url, params=params, json=body)
                         said = answer.content + json.dumps(dict(answer.headers)).encode()
                         if rid == jfk_rec.recording_id:
@@ -186,7 +187,8 @@ def test_a_team_lead_reaches_no_call_of_another_team_by_any_route(
                         if any(m.encode() in said for m in ours):
                             reached.add(route.path)
     assert reached >= {"/", "/api/search", "/call/{recording_id}", "/api/export", "/reports/qa/{day}", "/reviews",
-                       "/api/reviews", "/api/scores", "/call/{recording_id}/transcript.{fmt}"}, reached
+                       "/api/reviews", "/api/scores", "/call/{recording_id}/transcript.{fmt}", "/api/qa/{table}.{fmt}"},
+        reached
     assert client.get(f"/call/{jfk_rec.recording_id}").status_code == 404  # unknown to him, not forbidden
     assert client.get(f"/audio/{jfk_rec.recording_id}").status_code == 404
     assert client.get("/progress").status_code == 403  # the whole backlog is a Call Reader's

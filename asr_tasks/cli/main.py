@@ -21,7 +21,7 @@ from urllib.parse import urlencode
 import yaml
 from rich.console import Console
 
-from asr_tasks.cli import airflow_shell, audit, backfill, progress, records, review, scores, watch
+from asr_tasks.cli import airflow_shell, audit, backfill, progress, qa_export, records, review, scores, watch
 from asr_tasks.cli.console import print_json, table
 from asr_tasks.cli.options import Checked, Parser, add_call_filters, commands, option
 from asr_tasks.config import ConfigError, get_settings
@@ -430,6 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_commands(sub)
     review.add_commands(sub)
     scores.add_commands(sub)
+    qa_export.add_commands(sub)
 
     p = sub.add_parser("reindex", help="rebuild a day's index documents from the gated transcripts (no model)")
     p.add_argument("--date", required=True, action=Checked, check=calendar_day, help="YYYY-MM-DD, the first day")

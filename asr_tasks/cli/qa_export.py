@@ -1,0 +1,67 @@
+"""``asr qa-export``: the findings, reviews or scorecard answers of a range of days as CSV or Parquet, for a
+bank's BI tools (``audit.qa_exports``); the export is an access-log row under the account that ran it."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+from asr_tasks.cli.options import Checked
+from asr_tasks.config import get_settings
+from asr_tasks.inputs import InputError, calendar_day, day_range
+
+MAX_EXPORT_DAYS = 366
+
+
+def cmd_qa_export(args: argparse.Namespace) -> int:
+    from asr_tasks.audit.qa_exports import encode, table_rows
+    from asr_tasks.audit.reports import stored_audit
+    from asr_tasks.audit.reviews import open_reviews
+    from asr_tasks.audit.score_overrides import ScoreOverrides, Scored, standing
+    from asr_tasks.audit.scorecards import configured_scorecard
+    from asr_tasks.intake.stores import open_store
+    from asr_tasks.records.ledger import open_ledger
+    from asr_tasks.records.teams import configured_teams
+
+    day_range(args.date_from, args.date_to, "--from", "--to")
+    first, last = date.fromisoformat(args.date_from), date.fromisoformat(args.date_to)
+    if (last - first).days >= MAX_EXPORT_DAYS:
+        raise InputError(f"--from {first} --to {last}: at most {MAX_EXPORT_DAYS} days at once")
+    settings = get_settings()
+    store, reviews = open_store(settings.storage), open_reviews(settings)
+    audits = [a for n in range((last - first).days + 1)
+              if (a := stored_audit((first + timedelta(days=n)).isoformat(), store, settings)) is not None]
+    findings = [f for a in audits for f in a.findings]
+    card = configured_scorecard(settings)
+    scored: list[Scored] = []
+    if card is not None and args.table == "scores":
+        overrides = ScoreOverrides(open_ledger(settings.ledger), reviews.access)
+        scored = [s for a in audits for s in standing(card, [c for c in a.scores if c.scorecard == card.id],
+                                                      overrides)]
+    held = reviews.of(f.finding_id for f in findings) if args.table != "scores" else {}
+    rows = table_rows(args.table, findings, held, card, scored, configured_teams(settings))
+    data = encode(args.table, rows, args.format)
+    reviews.access.append(getpass.getuser(), "export", detail=f"QA {args.table} of {first} to {last} as "
+                                                              f"{args.format}, {len(rows)} rows (cli)")
+    if args.out:
+        Path(args.out).write_bytes(data)
+        print(f"{len(rows)} rows of {args.table} ({len(audits)} audited days) to {args.out}", file=sys.stderr)
+    else:
+        sys.stdout.buffer.write(data)
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    p = sub.add_parser("qa-export", help="findings, reviews or scorecard answers of a range of days as CSV or Parquet")
+    p.add_argument("table", choices=["findings", "reviews", "scores"])
+    p.add_argument("--from", dest="date_from", required=True, action=Checked, check=calendar_day,
+                   help="YYYY-MM-DD: the first day")
+    p.add_argument("--to", dest="date_to", required=True, action=Checked, check=calendar_day,
+                   help="YYYY-MM-DD: the last day")
+    p.add_argument("--format", choices=["csv", "parquet"], default="csv")
+    p.add_argument("--out", metavar="PATH", help="write here (default: standard output)")
+    p.set_defaults(func=cmd_qa_export)
