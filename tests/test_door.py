@@ -187,8 +187,8 @@ def test_a_team_lead_reaches_no_call_of_another_team_by_any_route(
                         if any(m.encode() in said for m in ours):
                             reached.add(route.path)
     assert reached >= {"/", "/api/search", "/call/{recording_id}", "/api/export", "/reports/qa/{day}", "/reviews",
-                       "/api/reviews", "/api/scores", "/call/{recording_id}/transcript.{fmt}", "/api/qa/{table}.{fmt}"},
-        reached
+                       "/api/reviews", "/api/scores", "/call/{recording_id}/transcript.{fmt}",
+                       "/api/qa/{table}.{fmt}"}, reached
     assert client.get(f"/call/{jfk_rec.recording_id}").status_code == 404  # unknown to him, not forbidden
     assert client.get(f"/audio/{jfk_rec.recording_id}").status_code == 404
     assert client.get("/progress").status_code == 403  # the whole backlog is a Call Reader's
