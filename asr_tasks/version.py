@@ -129,3 +129,9 @@ class DayReports:
     def audit(self, suffix: str) -> str:
         """The QA audit's report: ``html``, ``csv`` or ``json`` (its summary, findings and who opened what)."""
         return f"reports/qa/{self.day}/qa-audit.{suffix}"
+
+    @property
+    def calls(self) -> str:
+        """The day's audited calls as trends read them: each one's agent, non-talk share, score and findings per
+        rule (``audit.trends``)."""
+        return f"reports/qa/{self.day}/qa-calls.json"

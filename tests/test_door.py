@@ -20,6 +20,7 @@ from test_webui import JFK_KEY, ZH_KEY, jfk_rec, world  # noqa: F401  (fixtures)
 
 from asr_tasks import PIPELINE_VERSION
 from asr_tasks.audit.rules import Finding
+from asr_tasks.audit.trends import write_day_calls
 from asr_tasks.config import Settings
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.intake.stores import LocalStore
@@ -162,6 +163,9 @@ def test_a_team_lead_reaches_no_call_of_another_team_by_any_route(
                 "这款产品保证收益")])
     index.replace_findings(DAY, [{"finding_id": FINDING, "recording_id": jfk_rec.recording_id, "rule_id": "r",
                                   "agent_id": "AG-1004", "start": 1.0, "end": 3.0, "matched_text": "your country"}])
+    write_day_calls(store, settings, DAY, {"date": DAY, "calls": [
+        {"recording_id": rid, "agent_id": agent, "non_talk_share": 0.1, "score": 80.0, "findings": {"r": 1}}
+        for rid, agent in ((jfk_rec.recording_id, "AG-1004"), (zh_rid, "AG-1001"))]})
     lee = {"read_team", "read_unredacted", "export", "review"}
     app = create_app(settings, index=index, store=store, authorize=granting({"lee": lee}, []))
     client = TestClient(app, headers={"X-User": "lee"})
@@ -172,7 +176,7 @@ def test_a_team_lead_reaches_no_call_of_another_team_by_any_route(
     for route in (r for r in app.routes if isinstance(r, APIRoute)):
         for method in sorted(route.methods):
             for rid in (jfk_rec.recording_id, zh_rid):
-                for query in (*QUERIES, {"q": "country | 收益"}, {"q": "", "agent": "AG-1004"}):
+                for query in (*QUERIES, {"q": "country | 收益"}, {"q": "", "agent": "AG-1004"}, {"by": "agent"}):
                     params = {k: v.replace("{rid}", rid) for k, v in query.items()}
                     for body in BODIES.get((method, route.path), [{}]) if method == "POST" else [None]:
                         url = filled(route.path, rid, "csv" if route.path.startswith("/api/qa/") else "json")
@@ -187,6 +191,7 @@ def test_a_team_lead_reaches_no_call_of_another_team_by_any_route(
                         if any(m.encode() in said for m in ours):
                             reached.add(route.path)
     assert reached >= {"/", "/api/search", "/call/{recording_id}", "/api/export", "/reports/qa/{day}", "/reviews",
+                       "/trends", "/api/trends",
                        "/api/reviews", "/api/scores", "/call/{recording_id}/transcript.{fmt}",
                        "/api/qa/{table}.{fmt}"}, reached
     assert client.get(f"/call/{jfk_rec.recording_id}").status_code == 404  # unknown to him, not forbidden

@@ -140,15 +140,19 @@ def test_the_header_shows_the_pages_the_user_may_open(settings: Settings, stereo
     asked: list[str] = []
     signed = TestClient(create_app(settings, authorize=granting(grants, asked)))
     rid = stereo.recording_id
-    pages = ["/", "/?q=returns", f"/call/{rid}", "/progress", f"/progress/day/{DAY}", "/reports/qa", f"/reports/qa/{DAY}"]
+    pages = ["/", "/?q=returns", f"/call/{rid}", "/progress", f"/progress/day/{DAY}", "/reports/qa", f"/reports/qa/{DAY}",
+             "/trends"]
     for url in pages:
         answer = signed.get(url, headers={"X-User": "alice"})
         assert answer.status_code == 200, url
-        assert header_of(answer.text) == ["Search", "Findings", "Progress", "Saved searches"], url
+        assert header_of(answer.text) == ["Search", "Findings", "Trends", "Progress", "Saved searches"], url
     assert header_of(signed.get("/access-log", headers={"X-User": "bob"}).text) == ["Access log"]
+    lead = TestClient(create_app(settings, authorize=granting({"lee": {"read_team"}}, [])))
+    assert header_of(lead.get("/", headers={"X-User": "lee"}).text) == ["Search", "Findings", "Trends",
+                                                                          "Saved searches"]  # no backlog
     assert signed.get("/", headers={"X-User": "bob"}).status_code == 403
     full = signed.get("/?q=returns", headers={"X-User": "ada"}).text
-    assert header_of(full) == ["Search", "Findings", "Progress", "Saved searches", "Access log"]  # no review
+    assert header_of(full) == ["Search", "Findings", "Trends", "Progress", "Saved searches", "Access log"]  # no review
     assert 'aria-current="page">Search</a>' in full and "api/export?" in full
     assert "api/export?" not in signed.get("/?q=returns", headers={"X-User": "alice"}).text  # no export for her
     call = signed.get(f"/call/{rid}", headers={"X-User": "alice"}).text
@@ -309,7 +313,7 @@ def test_the_qa_report_is_served_with_links_that_stay_in_the_app(
     assert f'<a href="call/{stereo.recording_id}?t=5.50">{STEREO_KEY} @ 5.5 s</a>' in html
     assert "<td>no recording disclosure in the first 15 s from the agent</td>" in html
     assert 'href="./?rule=promise-of-return&amp;date_from=2026-11-27&amp;date_to=2026-11-27"' in html
-    assert header_of(html) == ["Search", "Findings", "Progress", "Saved searches", "Reviews", "Access log"]
+    assert header_of(html) == ["Search", "Findings", "Trends", "Progress", "Saved searches", "Reviews", "Access log"]
     row = AccessLog(open_ledger(settings.ledger)).entries()[-1]
     assert (row.user, row.action, row.detail) == (row.user, "read", "the QA report of 2026-11-27")
     assert f'<a href="reports/qa/{DAY}">{DAY}</a>' in mounted.get("/reports/qa").text

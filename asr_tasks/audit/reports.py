@@ -20,6 +20,7 @@ from asr_tasks.audit.saved_searches import SavedSearches, watch_findings
 from asr_tasks.audit.score_overrides import ScoreOverrides, standing
 from asr_tasks.audit.call_score import CallScore
 from asr_tasks.audit.scorecards import answer_calls, configured_scorecard
+from asr_tasks.audit.trends import day_calls, write_day_calls
 from asr_tasks.config import Settings
 from asr_tasks.index.base import TranscriptIndex
 from asr_tasks.intake.artefacts import Artefacts
@@ -37,11 +38,28 @@ CSV_FIELDS = ["rule_id", "severity", "key", "agent_id", "speaker", "start", "end
               "recording_id", "description", "rule_set", "link"]
 
 
-def call_link(recording_id: str, search_url: str) -> str:
-    """The recording's call page: under ``search_url`` (the stored report, read outside the app), or relative
-    to the page's ``<base href>`` when it is empty (the report the app serves)."""
+def app_link(path: str, search_url: str) -> str:
+    """A page of the app: under ``search_url`` (the stored report, read outside the app), or relative to the
+    page's ``<base href>`` when it is empty (the report the app serves)."""
     base = f"{search_url.rstrip('/')}/" if search_url else ""
-    return f"{base}call/{recording_id}"
+    return f"{base}{path}"
+
+
+def call_link(recording_id: str, search_url: str) -> str:
+    """The recording's call page."""
+    return app_link(f"call/{recording_id}", search_url)
+
+
+@dataclass(frozen=True)
+class DayLinks:
+    """Where the QA team goes on from a day's report: the trends up to that day, and the day's review queue."""
+
+    trends: str
+    reviews: str
+
+
+def day_links(day: str, search_url: str) -> DayLinks:
+    return DayLinks(app_link(f"trends?date_to={day}", search_url), app_link(f"reviews?date={day}", search_url))
 
 
 def finding_link(f: Finding, search_url: str) -> str:
@@ -68,7 +86,8 @@ def report_html(result: AuditResult, search_url: str, opened: list[dict[str, Any
     """The day's audit as a page: counts per rule and agent, each finding linked to its second, and who opened what."""
     return render("qa_audit.html", day=result.call_date, summary=result.summary(),
                   findings=[(f, finding_link(f, search_url)) for f in result.findings], opened=opened,
-                  redaction=result.redaction, missing=missing_links(result.redaction, search_url))
+                  redaction=result.redaction, missing=missing_links(result.redaction, search_url),
+                  links=day_links(result.call_date, search_url))
 
 
 def report_json(result: AuditResult, opened: list[dict[str, Any]]) -> dict[str, Any]:
@@ -110,13 +129,12 @@ def run_audit(call_date: str, rules: RuleSet, index: TranscriptIndex, store: Obj
     redaction = redaction_report(transcripts, artefacts, settings)  # as stored: before the audit masks in memory
     result = audit(transcripts, rules, call_date, policy)
     card = configured_scorecard(settings, rules)
+    scores: dict[str, float | None] = {}
     if card is not None:
         result.scores = answer_calls(card, transcripts, result, policy)
         overrides = ScoreOverrides(open_ledger(settings.ledger), AccessLog(open_ledger(settings.ledger)))
-        index.replace_scores(call_date, {s.call.recording_id: s.score
-                                         for s in standing(card, result.scores, overrides)})
-    else:
-        index.replace_scores(call_date, {})
+        scores = {s.call.recording_id: s.score for s in standing(card, result.scores, overrides)}
+    index.replace_scores(call_date, scores)
     index.replace_tags(call_date, result.tags)  # the rules' tags and findings first: saved searches filter by them
     index.replace_findings(call_date, [f.to_dict() for f in result.findings])
     watched = watch_findings(call_date, SavedSearches(open_ledger(settings.ledger)).listed(), index)
@@ -124,6 +142,7 @@ def run_audit(call_date: str, rules: RuleSet, index: TranscriptIndex, store: Obj
     result.redaction = redaction
     if watched:
         index.replace_findings(call_date, [f.to_dict() for f in result.findings])
+    write_day_calls(store, settings, call_date, day_calls(result, transcripts, scores))
     reports, search_url = DayReports(call_date), settings.web.search_url
     opened = opened_on(call_date, settings)
     store.put_bytes(artefacts.bucket, reports.audit("html"), report_html(result, search_url, opened).encode())

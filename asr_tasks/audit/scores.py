@@ -2,8 +2,9 @@
 
 The automatic answers are the day's stored audit's (``stored_audit``); the
 reviewers' overrides are the ledger's (``score_overrides``). An override
-rewrites the day's scores in the index, so a search by score and the score
-facet agree with the call page at once.
+rewrites the day's scores in the index and in the day's calls in short that
+trends read, so a search by score, the score facet and the trends agree with
+the call page at once.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from asr_tasks.audit.reports import stored_audit
 from asr_tasks.audit.score_overrides import OverrideError, ScoreOverrides, Scored, standing
 from asr_tasks.audit.scorecards import Scorecard, configured_scorecard
+from asr_tasks.audit.trends import rescored_day_calls
 from asr_tasks.config import Settings
 from asr_tasks.index.base import TranscriptIndex
 from asr_tasks.intake.stores import ObjectStore
@@ -41,5 +43,7 @@ def answer(call_date: str, recording_id: str, question_id: str, given: str | Non
         raise OverrideError(f"recording {recording_id} has no score of {call_date} on the configured scorecard")
     overrides.override(card, call, question_id, given, why, reviewer)
     _, day = day_scores(call_date, store, settings, overrides)
-    index.replace_scores(call_date, {s.call.recording_id: s.score for s in day})
+    scores = {s.call.recording_id: s.score for s in day}
+    index.replace_scores(call_date, scores)
+    rescored_day_calls(store, settings, call_date, scores)
     return next(s for s in day if s.call.recording_id == recording_id)

@@ -44,13 +44,14 @@ from asr_tasks.web.routers import (
     reviews,
     scores,
     search,
+    trends,
     unredacted,
     watches,
 )
 
 # Each router's routes ask for its PERMISSION.
 ROUTERS = (search, audio, unredacted, access_log, call, exports, progress, records, reports, watches, reviews,
-           scores)
+           scores, trends)
 
 
 def security_headers(nonce: str) -> dict[str, str]:

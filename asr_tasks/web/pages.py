@@ -32,12 +32,14 @@ class Link:
     name: str
     href: str
     label: str
-    permission: str
+    permissions: tuple[str, ...]  # any of which opens it
 
 
-HEADER = (Link("search", "./", "Search", "read"), Link("findings", "reports/qa", "Findings", "read"),
-          Link("progress", "progress", "Progress", "read"), Link("watches", "watches", "Saved searches", "read"),
-          Link("reviews", "reviews", "Reviews", "review"), Link("access-log", "access-log", "Access log", "access_log"))
+READERS = ("read", "read_team")  # a Call Reader, or a Team Lead within their teams
+HEADER = (Link("search", "./", "Search", READERS), Link("findings", "reports/qa", "Findings", READERS),
+          Link("trends", "trends", "Trends", READERS), Link("progress", "progress", "Progress", ("read",)),
+          Link("watches", "watches", "Saved searches", READERS), Link("reviews", "reviews", "Reviews", ("review",)),
+          Link("access-log", "access-log", "Access log", ("access_log",)))
 # The search form's fields: what a link back to a search carries, and nothing else.
 SEARCH_FIELDS = ("q", "sounds_like", "date_from", "date_to", "agent", "speaker", "quality", "rule", "tag", "non_talk_percent",
                  "agent_interruptions", "min_score", "max_score", "after")
@@ -143,7 +145,7 @@ def header(request: Request, here: str) -> list[dict[str, Any]]:
     """The header's entries the user may open, the page they are on marked."""
     permissions = held(request)
     return [{"href": link.href, "label": link.label, "here": link.name == here} for link in HEADER
-            if link.permission in permissions]
+            if permissions & set(link.permissions)]
 
 
 def render_page(request: Request, template: str, status_code: int = 200, here: str = "",

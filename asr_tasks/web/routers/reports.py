@@ -14,7 +14,7 @@ from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse
 
 from asr_tasks.audit.redaction import RedactionReport
-from asr_tasks.audit.reports import finding_link, missing_links
+from asr_tasks.audit.reports import day_links, finding_link, missing_links
 from asr_tasks.audit.rules import AuditResult, Finding
 from asr_tasks.version import DayReports
 from asr_tasks.web.call_page import audit_rules, finding_words
@@ -89,4 +89,5 @@ def qa_report(request: Request, day: Annotated[str, PathParam(pattern=DAY_PATTER
                        # who opened which call is the access log's: shown only to those who may read it
                        opened=(report.get("opened") or []) if "access_log" in held(request) else [],
                        words=[finding_words(f.to_dict(), rules) for f in findings],
-                       rule_search=lambda rule: urlencode({"rule": rule, "date_from": day, "date_to": day}))
+                       rule_search=lambda rule: urlencode({"rule": rule, "date_from": day, "date_to": day}),
+                       links=day_links(day, ""))
