@@ -201,6 +201,11 @@ def test_the_queue_spans_days_and_narrows_by_severity_agent_and_team(settings: S
     assert listed(severity="high") == sorted(f.finding_id for f in result.findings if f.severity == "high")
     assert listed(agent="AG-1") == every and listed(agent="AG-2") == []
     assert listed(team="retail") == every and listed(team="wealth") == []
+    pages = [client.get("/api/reviews", params={"size": 2, "page": n}).json() for n in range(3)]
+    assert [p["listed"] for p in pages] == [len(every)] * 3 and sum(len(p["findings"]) for p in pages) == len(every)
+    assert sorted(f["finding_id"] for p in pages for f in p["findings"]) == every  # each on one page
+    paged = client.get("/reviews", params={"status": "", "size": 2, "page": 1}).text
+    assert f"Findings 3 to 4 of {len(every)}." in paged and "page=0" in paged and "page=2" in paged
     for params, message in [({"team": "nope"}, "not a team"), ({"severity": "urgent"}, "severity 'urgent'"),
                             ({"date_from": "2026-01-01", "date_to": "2026-11-30"}, "a range of 1 to 92 days"),
                             ({"date_from": "2026-11-30", "date_to": "2026-11-01"}, "a range of 1 to 92 days")]:

@@ -27,6 +27,8 @@ from asr_tasks.web.routers.reports import stored_days, stored_report
 
 PERMISSION = "review"
 MAX_QUEUE_DAYS = 92  # days one queue spans at most: a quarter
+PAGE_ROWS = 100  # findings a page of the queue lists (``page``: which hundred)
+MAX_PAGE_ROWS = 5000
 
 router = APIRouter()
 
@@ -50,9 +52,11 @@ class Asked:
 
     def __init__(self, door: CallDoor, date: Day = "", date_from: Day = "", date_to: Day = "",
                  status: str | None = Query(None, max_length=20), rule: Name = "", severity: Name = "", agent: Name = "",
-                 team: Name = "") -> None:
+                 team: Name = "", page: int = Query(0, ge=0, le=100_000),
+                 size: int = Query(PAGE_ROWS, ge=1, le=MAX_PAGE_ROWS)) -> None:
         self.door, self.status, self.rule, self.severity, self.agent, self.team = (door, status, rule, severity,
                                                                                    agent, team)
+        self.page, self.size = page, size
         self.stored = stored_days(door)
         self.date_from = date or date_from or date_to or (self.stored[0] if self.stored else "")
         self.date_to = date or date_to or self.date_from
@@ -74,6 +78,9 @@ class Asked:
             raise HTTPException(status_code=422, detail=f"team {self.team!r}: not a team of the teams file")
         return Queue(self.status or "", self.rule, self.severity, self.agent,
                      teams.agents_of(self.team) if self.team else None)
+
+    def one_page(self, listed: list[Finding]) -> list[Finding]:
+        return listed[self.page * self.size:(self.page + 1) * self.size]
 
     def form(self) -> dict[str, str]:
         return {"date_from": self.date_from, "date_to": self.date_to, "status": self.status or "", "rule": self.rule,
@@ -126,19 +133,23 @@ def review_page(request: Request, asked: Annotated[Asked, Depends()]) -> HTMLRes
                            error=str(exc.detail), **shown)
     words = audit_rules(door.settings)
     rows = [(f, held.get(f.finding_id), status_of(f, held), finding_link(f, ""), finding_words(f.to_dict(), words))
-            for f in listed]
+            for f in asked.one_page(listed)]
+    pages = {"listed": len(listed), "first": asked.page * asked.size + 1, "page": asked.page,
+             "more": (asked.page + 1) * asked.size < len(listed)}
     return render_page(request, "reviews.html", here="reviews", rows=rows, rules=precision(findings, held),
-                       error="", **shown)
+                       error="", pages=pages, **shown)
 
 
 @router.get("/api/reviews")
 def list_reviews(asked: Annotated[Asked, Depends()]) -> dict[str, Any]:
     """The findings of a day or range (the newest audited day's by default) that the filters keep (any status
-    unless one is asked for), each with its review; each rule's findings by status."""
+    unless one is asked for), a page of ``size`` (``listed``: how many in all), each with its review; each rule's
+    findings by status."""
     if not asked.date_from:
         raise HTTPException(status_code=404, detail="no day has been audited yet")
-    findings, held, listed = queue(asked)
-    return {"date_from": asked.date_from, "date_to": asked.date_to,
+    findings, held, everything = queue(asked)
+    listed = asked.one_page(everything)
+    return {"date_from": asked.date_from, "date_to": asked.date_to, "listed": len(everything), "page": asked.page,
             "findings": [{**f.to_dict(), "status": status_of(f, held),
                           "review": held[f.finding_id].to_dict() if f.finding_id in held else None} for f in listed],
             "rules": precision(findings, held)}
