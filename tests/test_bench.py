@@ -138,6 +138,15 @@ def check_layout(r: Report) -> None:
     assert r["cycles"] == [] and r["upward_imports"] == [] and r["functions_over_80_lines"] == 0
 
 
+def check_qa_month(r: Report) -> None:
+    assert (r["agents"], r["days"]) == (10, 3) and r["calls"] == 10 * 3 * 4 and r["findings"] > 0
+    assert set(r["pages"]) == {"queue_month_open", "queue_month_one_team", "trends_month_by_team",
+                               "trends_month_by_agent"}
+    assert all(positive(p["p50_ms"], p["p95_ms"], p["kb"]) and p["p95_ms"] >= p["p50_ms"] for p in r["pages"].values())
+    assert r["exports"]["findings_csv"]["rows"] == r["exports"]["findings_parquet"]["rows"] == r["findings"]
+    assert r["exports"]["scores_parquet"]["rows"] == r["calls"] * 13  # a row per call and question
+
+
 def check_transcribe(r: Report) -> None:
     assert r["recordings"] >= r["transcribed"] > 0
     assert positive(r["audio_seconds"], r["speech_seconds"], r["preprocess_audio_s_per_wall_s"],
@@ -153,6 +162,7 @@ CASES: dict[str, tuple[str | None, Callable[[Report], None]]] = {  # script: (a 
     "pipeline.py": (None, check_pipeline),
     "preprocess.py": (None, check_preprocess),
     "progress_ledger.py": ("postgres_server", check_progress_ledger),
+    "qa_month.py": (None, check_qa_month),
     "qa_rules.py": (None, check_qa_rules),
     "quality_gate.py": (None, check_quality_gate),
     "retention.py": (None, check_retention),
@@ -181,6 +191,7 @@ DOCUMENTED = {  # the top-level keys each script's docstring lists
     "preprocess.py": {"source"},
     "progress_ledger.py": {"rows", "fill_s", "progress_by_month_s", "periods_by_month", "progress_by_day_s",
                            "periods_by_day", "asr_progress_cli_s", "recordings", "failure_groups", "eta_hours"},
+    "qa_month.py": {"agents", "days", "calls", "findings", "reviews", "build_s", "pages", "exports"},
     "qa_rules.py": {"rule_set", "text", "spoken", "audio_s", "audit_s_per_call_hour"},
     "quality_gate.py": {"clean", "bad", "clean_flagged", "bad_missed", "missed", "expectations", "thresholds"},
     "retention.py": {"recordings", "held", "fill_s", "retention_dag_wall_s", "ms_per_recording_erased",

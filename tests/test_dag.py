@@ -356,6 +356,14 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
     assert day_totals["by_tag"] == {"cancellation": 1} and day_totals["rule_set"] == report["summary"]["rule_set"]
     card = next(f for f in report["findings"] if f["rule_id"] == "card-number-read-out")
     assert card["speaker"] == "agent" and 15.0 < card["start"] < card["end"] <= 33.0  # said from ~17 s to ~31 s
+    # Every audited call is scored on the scorecard; the call with three findings scores lowest.
+    scored = json.loads(run([asr, "scores", "--date", DAY, "--json"], env).stdout)
+    by_key = {c["key"].rsplit("/", 1)[-1]: c for c in scored["calls"]}
+    assert scored["scorecard"]["id"] == "bank-call" and len(by_key) == 8  # all but the quarantined call
+    assert by_key["call_0008.ogg"]["answers"]["no-card-read-out"] == "no"
+    assert by_key["call_0001.wav"]["answers"]["no-promise-of-return"] == "no"
+    assert all(0 <= c["score"] <= 100 for c in by_key.values())
+    assert by_key["call_0008.ogg"]["score"] < min(c["score"] for k, c in by_key.items() if k != "call_0008.ogg")
     assert card["matched_text"].startswith("[CARD ****")  # found before masking, stored masked
 
     # What was said, where the model wrote it wrong: the Mandarin call's word with a character of the same sound,
@@ -509,10 +517,54 @@ def call_page_in_a_browser(tmp_path: Path, env: dict[str, str], status: dict[str
         assert browser.js("document.querySelectorAll('svg .col').length") == 48
         shot = browser.send("Page.captureScreenshot", format="png")
         (artefacts / "progress-page.png").write_bytes(base64.b64decode(shot["data"]))
+        qa_day_in_a_browser(browser, port, env, status)
     finally:
         browser.close()
         ui.terminate()
         ui.wait(timeout=30)
+
+
+def qa_day_in_a_browser(browser: Any, port: int, env: dict[str, str], status: dict[str, Any]) -> None:
+    """A reviewer dismisses a finding with a reason on the day's queue; the queue, the rule's counts and the
+    access log show it; the call page shows the scorecard's score as ``asr scores`` prints it; the trends."""
+    artefacts, base = PROJECT_ROOT / "var" / "test-artefacts", f"http://127.0.0.1:{port}"
+
+    def shot(name: str) -> None:
+        (artefacts / name).write_bytes(base64.b64decode(browser.send("Page.captureScreenshot", format="png")["data"]))
+
+    browser.send("Page.navigate", url=f"{base}/reviews?date={DAY}")
+    browser.wait_for("document.readyState === 'complete' && document.querySelectorAll('form.verdict').length > 0")
+    finding, rule = browser.js("(() => { const f = document.querySelector('form.verdict');"
+                               " return [f.dataset.finding, f.closest('tr').children[2].innerText]; })()")
+    browser.js(f"(() => {{ const f = document.querySelector('form.verdict[data-finding=\"{finding}\"]');"
+               " f.querySelector('[name=status]').value = 'dismissed';"
+               " f.querySelector('[name=reason]').value = 'other-party';"
+               " f.querySelector('[name=comment]').value = 'the customer said it';"
+               " f.querySelector('button').click(); })()")
+    browser.wait_for(f"document.readyState === 'complete' && document.querySelectorAll('form.verdict').length > 0"
+                     f" && !document.querySelector('form.verdict[data-finding=\"{finding}\"]')")  # reloaded
+    browser.send("Page.navigate", url=f"{base}/reviews?date={DAY}&status=dismissed")
+    browser.wait_for("document.readyState === 'complete' && !!document.querySelector('h2')")
+    row = browser.js(f"document.querySelector('form.verdict[data-finding=\"{finding}\"]').closest('tr').innerText")
+    assert "dismissed" in row and "said by the other party, or quoted" in row and "the customer said it" in row
+    counts = browser.js("Array.from(document.querySelectorAll('tbody')).pop().innerText")
+    assert any(line.split("\t")[0] == rule and line.split("\t")[4] == "1" for line in counts.splitlines()), counts
+    shot("reviews-page.png")
+    browser.send("Page.navigate", url=f"{base}/access-log?days=1")
+    browser.wait_for("document.readyState === 'complete' && !!document.querySelector('table')")
+    assert f"finding {finding} of {rule}: dismissed (other-party)" in browser.js("document.body.innerText")
+
+    rid = next(r["recording_id"] for r in status["recordings"] if r["key"].endswith("call_0008.ogg"))
+    scored = json.loads(run([str(BIN / "asr"), "scores", "--date", DAY, "--json"], env).stdout)
+    score = next(c["score"] for c in scored["calls"] if c["recording_id"] == rid)
+    browser.send("Page.navigate", url=f"{base}/call/{rid}")
+    browser.wait_for("document.readyState === 'complete' && !!document.querySelector('#scorecard .score')")
+    assert float(browser.js("document.querySelector('#scorecard .score').innerText")) == score
+    browser.js("document.getElementById('scorecard').scrollIntoView()")
+    shot("call-page-scorecard.png")
+    browser.send("Page.navigate", url=f"{base}/trends?date_to={DAY}&by=agent")
+    browser.wait_for("document.readyState === 'complete' && document.querySelectorAll('svg.trend rect.col').length > 0")
+    shot("trends-page.png")
 
 
 def traces(tmp_path: Path, rid: str, key: str, *said: str) -> list[str]:
