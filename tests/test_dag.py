@@ -560,8 +560,8 @@ def qa_day_in_a_browser(browser: Any, port: int, env: dict[str, str], status: di
     browser.send("Page.navigate", url=f"{base}/call/{rid}")
     browser.wait_for("document.readyState === 'complete' && !!document.querySelector('#scorecard .score')")
     assert float(browser.js("document.querySelector('#scorecard .score').innerText")) == score
-    browser.js("document.getElementById('scorecard').scrollIntoView()")
-    shot("call-page-scorecard.png")
+    browser.send("Emulation.setDeviceMetricsOverride", width=1280, height=1600, deviceScaleFactor=1, mobile=False)
+    shot("call-page-scorecard.png")  # the whole form beside the conversation
     browser.send("Page.navigate", url=f"{base}/trends?date_to={DAY}&by=agent")
     browser.wait_for("document.readyState === 'complete' && document.querySelectorAll('svg.trend rect.col').length > 0")
     shot("trends-page.png")

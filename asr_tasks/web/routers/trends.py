@@ -60,7 +60,7 @@ def chart(weeks: list[Week]) -> Markup:
     """Findings per 100 calls as columns and the average score as a line (0-100, right), a week each."""
     width, height, pad = 720, 140, 28
     rows = [w.to_dict() for w in weeks]
-    step = (width - 2 * pad) / max(1, len(rows))
+    step = min(80.0, (width - 2 * pad) / max(1, len(rows)))  # a few weeks stay columns, not walls
     top = max((r["findings_per_100"] for r in rows), default=0.0) or 1.0
     parts = [f'<svg viewBox="0 0 {width} {height + 30}" width="100%" role="img" class="trend" '
              'aria-label="findings per 100 calls and average score, week by week">']
@@ -71,7 +71,10 @@ def chart(weeks: list[Week]) -> Markup:
                      f'height="{h:.1f}"><title>{html.escape(r["week"])}: {r["calls"]} calls, '
                      f'{r["findings_per_100"]:g} findings per 100 calls</title></rect>')
         if r["average_score"] is not None:
-            points.append(f'{x + step / 2:.1f},{height - (height - 10) * r["average_score"] / 100:.1f}')
+            y = height - (height - 10) * r["average_score"] / 100
+            points.append(f"{x + step / 2:.1f},{y:.1f}")
+            parts.append(f'<circle class="dot" cx="{x + step / 2:.1f}" cy="{y:.1f}" r="3"><title>'
+                         f'{html.escape(r["week"])}: average score {r["average_score"]:g}</title></circle>')
         if n % max(1, len(rows) // 8) == 0:
             parts.append(f'<text x="{x:.1f}" y="{height + 14}">{html.escape(r["week"][5:])}</text>')
     if points:
