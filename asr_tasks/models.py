@@ -8,6 +8,7 @@ manifests and object storage carries the large ones.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -25,8 +26,14 @@ class _Serialisable:
 
     @classmethod
     def from_dict(cls: type[T], data: dict[str, Any]) -> T:
-        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        names = _field_names(cls)  # type: ignore[arg-type]
         return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    """A dataclass's field names, asked once per class (a month of findings is read back one by one)."""
+    return frozenset(f.name for f in dataclasses.fields(cls))
 
 
 def recording_id_for(bucket: str, key: str, etag: str) -> str:

@@ -131,6 +131,12 @@ class DayReports:
         return f"reports/qa/{self.day}/qa-audit.{suffix}"
 
     @property
+    def scores(self) -> str:
+        """Each audited call's automatic answers on the scorecard, apart from the report: a review queue reads the
+        report's findings and has no need of them."""
+        return f"reports/qa/{self.day}/qa-scores.json"
+
+    @property
     def calls(self) -> str:
         """The day's audited calls as trends read them: each one's agent, non-talk share, score and findings per
         rule (``audit.trends``)."""

@@ -33,7 +33,7 @@ from fastapi.testclient import TestClient
 from synthetic import parse_args, print_report
 
 from asr_tasks.audit.call_score import CallScore
-from asr_tasks.audit.reports import report_json
+from asr_tasks.audit.reports import report_json, scores_json
 from asr_tasks.audit.reviews import Reviews
 from asr_tasks.audit.rules import AuditResult, Finding
 from asr_tasks.audit.scorecards import load_scorecard, score_of
@@ -80,6 +80,7 @@ def write_month(root: Path, args: argparse.Namespace) -> tuple[int, list[Finding
                               "score": score, "findings": {r: 1 for r in fired}})
                 result.recordings += 1
         store.put_bytes(bucket, DayReports(day).audit("json"), json.dumps(report_json(result, [])).encode())
+        store.put_bytes(bucket, DayReports(day).scores, json.dumps(scores_json(result)).encode())
         write_day_calls(store, settings, day, {"date": day, "calls": short})
         calls += result.recordings
         findings += result.findings

@@ -289,8 +289,8 @@ def stored_audit(settings: Settings, store: LocalStore, findings: list[Finding])
                         {"no-promise-of-return": f"finding of {f.rule_id}"}, 0.0).to_dict()
               for f in {f.recording_id: f for f in findings}.values()]  # each call with a finding, scored
     store.put_bytes(bucket, reports.audit("json"), json.dumps(
-        {"summary": result.summary(), "findings": [f.to_dict() for f in result.findings], "opened": opened,
-         "scores": scores}).encode())
+        {"summary": result.summary(), "findings": [f.to_dict() for f in result.findings], "opened": opened}).encode())
+    store.put_bytes(bucket, reports.scores, json.dumps({"scores": scores}).encode())
 
 
 def test_the_qa_report_is_served_with_links_that_stay_in_the_app(

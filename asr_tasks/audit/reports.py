@@ -94,8 +94,12 @@ def report_json(result: AuditResult, opened: list[dict[str, Any]]) -> dict[str, 
     """What ``stored_audit`` and the app read back: the summary, the findings, the calls' tags, the redaction, who
     opened what."""
     return {"summary": result.summary(), "findings": [f.to_dict() for f in result.findings], "tags": result.tags,
-            "redaction": result.redaction.to_dict() if result.redaction else None, "opened": opened,
-            "scores": [s.to_dict() for s in result.scores]}
+            "redaction": result.redaction.to_dict() if result.redaction else None, "opened": opened}
+
+
+def scores_json(result: AuditResult) -> dict[str, Any]:
+    """What ``stored_audit`` reads back of the day's scores: each call's automatic answers."""
+    return {"scores": [s.to_dict() for s in result.scores]}
 
 
 def opened_on(day: str, settings: Settings) -> list[dict[str, Any]]:
@@ -149,6 +153,7 @@ def run_audit(call_date: str, rules: RuleSet, index: TranscriptIndex, store: Obj
     store.put_bytes(artefacts.bucket, reports.audit("csv"), report_csv(result, search_url).encode())
     store.put_bytes(artefacts.bucket, reports.audit("json"),
                     json.dumps(report_json(result, opened), ensure_ascii=False, indent=1).encode())
+    store.put_bytes(artefacts.bucket, reports.scores, json.dumps(scores_json(result), ensure_ascii=False).encode())
     return result
 
 
@@ -160,12 +165,13 @@ def stored_audit(call_date: str, store: ObjectStore, settings: Settings) -> Audi
     if not store.exists(bucket, key):
         return None
     report = json.loads(store.get_bytes(bucket, key))
-    redaction = report.get("redaction")
+    redaction, scores = report.get("redaction"), DayReports(call_date).scores
+    stored = json.loads(store.get_bytes(bucket, scores)) if store.exists(bucket, scores) else {}
     return AuditResult(call_date, int(report["summary"]["recordings"]),
                        [Finding.from_dict(f) for f in report["findings"]], tags=dict(report.get("tags") or {}),
                        rule_set=str(report["summary"].get("rule_set") or ""),
                        redaction=RedactionReport.from_dict(redaction) if redaction else None,
-                       scores=[CallScore.from_dict(s) for s in report.get("scores") or ()])
+                       scores=[CallScore.from_dict(s) for s in stored.get("scores") or ()])
 
 
 @dataclass

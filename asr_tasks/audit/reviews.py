@@ -112,6 +112,13 @@ class Reviews:
             rows = db.execute(select(t).where(t.c.finding_id.in_(asked))).mappings().all()
         return {row["finding_id"]: _review(dict(row)) for row in rows}
 
+    def between(self, date_from: str, date_to: str) -> dict[str, Review]:
+        """The reviews of the findings of these days, by finding id: a month's queue asks once, not per finding."""
+        t = finding_reviews
+        with self.engine.connect() as db:
+            rows = db.execute(select(t).where(t.c.call_date >= date_from, t.c.call_date <= date_to)).mappings().all()
+        return {row["finding_id"]: _review(dict(row)) for row in rows}
+
 
 def open_reviews(settings: Settings) -> Reviews:
     """The reviews as the page and the CLI keep them: comments masked, actions in the access log."""

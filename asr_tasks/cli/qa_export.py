@@ -42,7 +42,7 @@ def cmd_qa_export(args: argparse.Namespace) -> int:
         overrides = ScoreOverrides(open_ledger(settings.ledger), reviews.access)
         scored = [s for a in audits for s in standing(card, [c for c in a.scores if c.scorecard == card.id],
                                                       overrides)]
-    held = reviews.of(f.finding_id for f in findings) if args.table != "scores" else {}
+    held = reviews.between(args.date_from, args.date_to) if args.table != "scores" else {}
     rows = table_rows(args.table, findings, held, card, scored, configured_teams(settings))
     data = encode(args.table, rows, args.format)
     reviews.access.append(getpass.getuser(), "export", detail=f"QA {args.table} of {first} to {last} as "

@@ -55,7 +55,7 @@ def qa_export(table: str, fmt: str, door: CallDoor, date_from: Annotated[str, Qu
         raise HTTPException(status_code=422, detail=f"{first} to {last}: a range of 1 to {MAX_EXPORT_DAYS} days")
     days = [d for d in stored_days(door) if date_from <= d <= date_to]
     findings = [Finding.from_dict(f) for day in days for f in (stored_report(door, day) or {"findings": []})["findings"]]
-    held = Reviews(door.ledger, door.access).of(f.finding_id for f in findings) if table != "scores" else {}
+    held = Reviews(door.ledger, door.access).between(date_from, date_to) if table != "scores" else {}
     card, scored = None, []
     if table == "scores":
         for day in days:

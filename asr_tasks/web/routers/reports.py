@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse
 from asr_tasks.audit.redaction import RedactionReport
 from asr_tasks.audit.reports import day_links, finding_link, missing_links
 from asr_tasks.audit.rules import AuditResult, Finding
+from asr_tasks.audit.trends import stored_day_calls
 from asr_tasks.version import DayReports
 from asr_tasks.web.call_page import audit_rules, finding_words
 from asr_tasks.web.door import CallDoor, Door
@@ -44,15 +45,16 @@ def stored_report(door: Door, day: str) -> dict[str, Any] | None:
     if not store.exists(bucket, key):
         return None
     report: dict[str, Any] = json.loads(store.get_bytes(bucket, key))
-    return report if door.scope is None else within_scope(report, door)
+    return report if door.scope is None else within_scope(report, door, day)
 
 
-def within_scope(report: dict[str, Any], door: Door) -> dict[str, Any]:
-    """The report of the calls in the user's scope only: their findings, tags and scores, the counts made from
-    those, the day's masking with only their missing renditions, and nobody's openings."""
-    scores = [s for s in report.get("scores") or () if door.sees(s.get("agent_id"))]
+def within_scope(report: dict[str, Any], door: Door, day: str) -> dict[str, Any]:
+    """The report of the calls in the user's scope only: their findings and tags, the counts made from those, the
+    day's masking with only their missing renditions, and nobody's openings."""
+    short = stored_day_calls(door.store(), door.settings, day) or {"calls": []}
     findings = [Finding.from_dict(f) for f in report["findings"] if door.sees(f.get("agent_id"))]
-    calls = {s["recording_id"] for s in scores} | {f.recording_id for f in findings}
+    calls = {c["recording_id"] for c in short["calls"] if door.sees(c.get("agent_id"))} | {
+        f.recording_id for f in findings}
     tags = {rid: t for rid, t in (report.get("tags") or {}).items() if rid in calls}
     summary = report["summary"]
     result = AuditResult(str(summary["date"]), len(calls), findings, tags, str(summary.get("rule_set") or ""))
@@ -61,7 +63,7 @@ def within_scope(report: dict[str, Any], door: Door) -> dict[str, Any]:
         redaction = {**redaction, "missing_renditions": [r for r in redaction.get("missing_renditions") or ()
                                                          if r in calls]}
     return {**report, "summary": result.summary(), "findings": [f.to_dict() for f in findings], "tags": tags,
-            "scores": scores, "redaction": redaction, "opened": []}
+            "redaction": redaction, "opened": []}
 
 
 @router.get("/reports/qa", response_class=HTMLResponse)

@@ -108,7 +108,7 @@ def queue(asked: Asked) -> tuple[list[Finding], dict[str, Review], list[Finding]
         raise HTTPException(status_code=404, detail=f"no audit is stored for {asked.date_from}")
     door = asked.door
     findings = [f for day in days for f in day_findings(door, day)]
-    held = reviews(door).of(f.finding_id for f in findings)
+    held = reviews(door).between(asked.date_from, asked.date_to)
     span = asked.date_from if asked.date_from == asked.date_to else f"{asked.date_from} to {asked.date_to}"
     door.log("read", detail=f"the review queue of {span}")
     return findings, held, [f for f in findings if kept.lists(f, held)]
