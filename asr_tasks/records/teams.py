@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import yaml
@@ -44,9 +44,13 @@ class Team:
 class Teams:
     teams: tuple[Team, ...] = ()
 
+    @cached_property
+    def _team_by_agent(self) -> dict[str, str]:
+        return {a: t.id for t in self.teams for a in t.agents}
+
     def team_of(self, agent: str | None) -> str | None:
         """The id of the agent's team; None for an agent of no team."""
-        return next((t.id for t in self.teams if agent in t.agents), None)
+        return self._team_by_agent.get(agent or "")
 
     def led_by(self, user: str) -> frozenset[str]:
         """The agents of every team the user leads (none where they lead none)."""
