@@ -8,6 +8,7 @@ fill in fails it until it is taught how.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import re
 from pathlib import Path
 from typing import Any
@@ -20,14 +21,16 @@ from test_webui import JFK_KEY, ZH_KEY, jfk_rec, world  # noqa: F401  (fixtures)
 
 from asr_tasks import PIPELINE_VERSION
 from asr_tasks.audit.rules import Finding
+from asr_tasks.audit.saved_searches import SavedSearches, watch_findings
 from asr_tasks.audit.trends import write_day_calls
+from asr_tasks.records.teams import configured_teams
 from asr_tasks.config import Settings
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.intake.stores import LocalStore
 from asr_tasks.models import Recording
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.ledger import open_ledger
-from asr_tasks.version import RecordingVersion
+from asr_tasks.version import DayReports, RecordingVersion
 from asr_tasks.web.app import create_app
 
 DAY = "2026-11-27"
@@ -163,6 +166,11 @@ def test_a_team_lead_reaches_no_call_of_another_team_by_any_route(
                 "这款产品保证收益")])
     index.replace_findings(DAY, [{"finding_id": FINDING, "recording_id": jfk_rec.recording_id, "rule_id": "r",
                                   "agent_id": "AG-1004", "start": 1.0, "end": 3.0, "matched_text": "your country"}])
+    report_key = (settings.storage.artefacts_bucket, DayReports(DAY).audit("json"))
+    report = json.loads(store.get_bytes(*report_key))
+    report["redaction"] = {"redact_pii": True, "margin_seconds": 0.25, "kinds": [], "recordings_with_pii": 1,
+                           "seconds_silenced": 18.5, "missing_renditions": [jfk_rec.recording_id]}
+    store.put_bytes(*report_key, json.dumps(report).encode())  # the day's masking: the wealth call's
     write_day_calls(store, settings, DAY, {"date": DAY, "calls": [
         {"recording_id": rid, "agent_id": agent, "non_talk_share": 0.1, "score": 80.0, "findings": {"r": 1}}
         for rid, agent in ((jfk_rec.recording_id, "AG-1004"), (zh_rid, "AG-1001"))]})
@@ -170,7 +178,7 @@ def test_a_team_lead_reaches_no_call_of_another_team_by_any_route(
     app = create_app(settings, index=index, store=store, authorize=granting({"lee": lee}, []))
     client = TestClient(app, headers={"X-User": "lee"})
     theirs = ["fellow Americans", "your country", "call_0005_jfk", "AG-1004", jfk.read_bytes()[1000:1024],
-              jfk_rec.recording_id]
+              jfk_rec.recording_id, "18.5 s silenced"]
     ours = ["这款产品", "收益多少", "AG-1001"]
     reached: set[str] = set()
     for route in (r for r in app.routes if isinstance(r, APIRoute)):
@@ -197,3 +205,15 @@ def test_a_team_lead_reaches_no_call_of_another_team_by_any_route(
     assert client.get(f"/call/{jfk_rec.recording_id}").status_code == 404  # unknown to him, not forbidden
     assert client.get(f"/audio/{jfk_rec.recording_id}").status_code == 404
     assert client.get("/progress").status_code == 403  # the whole backlog is a Call Reader's
+    # His saved searches run over his teams' calls, and name no agent of another team.
+    assert client.post("/api/watches", json={"name": "theirs", "q": "country", "agent": "AG-1004"}).status_code == 400
+    assert client.post("/api/watches", json={"name": "mine", "q": "country | 收益"}).json()["within_teams"] is True
+    searches = SavedSearches(open_ledger(settings.ledger)).listed("lee")
+    assert {f.agent_id for f in watch_findings(DAY, searches, index, configured_teams(settings))} == {"AG-1001"}
+    assert {f.agent_id for f in watch_findings(DAY, [replace(searches[0], within_teams=False)], index,
+                                               configured_teams(settings))} == {"AG-1001", "AG-1004"}
+    # A call of another team that is being erased is as unknown to him as any other of theirs; a reader is told.
+    open_ledger(settings.ledger).erasing([jfk_rec.recording_id], "officer", "customer-request")
+    assert client.get(f"/call/{jfk_rec.recording_id}").status_code == 404
+    reader = TestClient(create_app(settings, index=index, store=store, authorize=granting({"ada": {"read"}}, [])))
+    assert reader.get(f"/call/{jfk_rec.recording_id}", headers={"X-User": "ada"}).status_code == 410

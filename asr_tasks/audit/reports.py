@@ -28,6 +28,7 @@ from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.models import Transcript
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.ledger import open_ledger
+from asr_tasks.records.teams import configured_teams
 from asr_tasks.states import RecordingState
 from asr_tasks.templates import render
 from asr_tasks.text.pii_policy import load_policy
@@ -141,7 +142,8 @@ def run_audit(call_date: str, rules: RuleSet, index: TranscriptIndex, store: Obj
     index.replace_scores(call_date, scores)
     index.replace_tags(call_date, result.tags)  # the rules' tags and findings first: saved searches filter by them
     index.replace_findings(call_date, [f.to_dict() for f in result.findings])
-    watched = watch_findings(call_date, SavedSearches(open_ledger(settings.ledger)).listed(), index)
+    watched = watch_findings(call_date, SavedSearches(open_ledger(settings.ledger)).listed(), index,
+                             configured_teams(settings))
     result.findings = sorted([*result.findings, *watched], key=lambda f: (f.key, f.start, f.rule_id))
     result.redaction = redaction
     if watched:

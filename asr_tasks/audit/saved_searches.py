@@ -29,6 +29,7 @@ from asr_tasks.inputs import InputError
 from asr_tasks.models import SearchHit
 from asr_tasks.records.ledger import Ledger
 from asr_tasks.records.tables import saved_searches
+from asr_tasks.records.teams import Teams
 from asr_tasks.text.pii import mask_text
 from asr_tasks.text.pii_policy import Policy
 
@@ -55,6 +56,7 @@ class SavedSearch:
     filters: Filters
     severity: str
     created_at: str
+    within_teams: bool = False  # a Team Lead's: over the calls of the teams its owner leads
 
     @property
     def rule_id(self) -> str:
@@ -68,7 +70,8 @@ class SavedSearch:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "owner": self.owner, "name": self.name, "query": self.query,
                 "filters": stored_filters(self.filters), "sounds_like": self.filters.sounds_like,
-                "severity": self.severity, "created_at": self.created_at, "rule_id": self.rule_id}
+                "severity": self.severity, "created_at": self.created_at, "rule_id": self.rule_id,
+                "within_teams": self.within_teams}
 
 
 def stored_filters(filters: Filters) -> dict[str, Any]:
@@ -92,9 +95,10 @@ class SavedSearches:
         self.policy = policy
 
     def add(self, owner: str, name: str, query: str, filters: Filters, speakers: Sequence[str],
-            severity: str = "medium") -> SavedSearch:
+            severity: str = "medium", within_teams: bool = False) -> SavedSearch:
         """Save a search under the owner's name for it, checked as a search from the page or the CLI is; refused
-        (``SavedSearchError``) where it has no words or could find nothing, names days, or the name is taken."""
+        (``SavedSearchError``) where it has no words or could find nothing, names days, or the name is taken.
+        ``within_teams``: a Team Lead's, which runs over their teams' calls only."""
         name = " ".join(name.split())  # one space between words: "risk  talk" is "risk talk"
         if not _NAME.fullmatch(name) or len(name) > MAX_NAME_CHARS:
             raise SavedSearchError(f"name {name!r}: letters, digits, spaces, '.', '-' and '_', at most "
@@ -125,7 +129,7 @@ class SavedSearches:
             raise SavedSearchError(f"{owner} has a saved search named {name!r} already")
         row = {"owner": owner, "name": name, "query": query,
                "filters": json.dumps(stored_filters(filters), ensure_ascii=False, sort_keys=True),
-               "severity": severity, "created_at": datetime.now(timezone.utc)}
+               "severity": severity, "created_at": datetime.now(timezone.utc), "within_teams": within_teams}
         try:
             with self.engine.begin() as db:
                 new_id = db.execute(insert(saved_searches).values(**row).returning(saved_searches.c.id)).scalar_one()
@@ -161,7 +165,8 @@ class SavedSearches:
 def _saved(row: dict[str, Any]) -> SavedSearch:
     created = row["created_at"]
     return SavedSearch(int(row["id"]), row["owner"], row["name"], row["query"], _filters(row["filters"]),
-                       row["severity"], created.isoformat(timespec="seconds") if created else "")
+                       row["severity"], created.isoformat(timespec="seconds") if created else "",
+                       bool(row["within_teams"]))
 
 
 def _finding(search: SavedSearch, hit: SearchHit) -> Finding:
@@ -176,11 +181,14 @@ def _finding(search: SavedSearch, hit: SearchHit) -> Finding:
                    end=round(hit.end, 3), matched_text=marked, confidence=min(alike, 1.0))
 
 
-def watch_findings(call_date: str, searches: Sequence[SavedSearch], index: TranscriptIndex) -> list[Finding]:
-    """Each saved search over one day: its hits (at most ``MAX_HITS_PER_DAY``) as findings of its rule."""
+def watch_findings(call_date: str, searches: Sequence[SavedSearch], index: TranscriptIndex,
+                   teams: Teams) -> list[Finding]:
+    """Each saved search over one day: its hits (at most ``MAX_HITS_PER_DAY``) as findings of its rule; a Team
+    Lead's over the calls of the teams its owner leads now."""
     found: list[Finding] = []
     for search in searches:
-        page = index.search_page(search.query, replace(search.filters, date_from=call_date, date_to=call_date),
-                                 size=MAX_HITS_PER_DAY)
+        agents = teams.led_by(search.owner) if search.within_teams else None
+        page = index.search_page(search.query, replace(search.filters, date_from=call_date, date_to=call_date,
+                                                       agents=agents), size=MAX_HITS_PER_DAY)
         found += [_finding(search, hit) for hit in page.hits]
     return found

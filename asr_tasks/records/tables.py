@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -16,6 +17,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
 )
 
 STAGES = ("preprocess", "transcribe", "index")  # each has a column of the seconds it took
@@ -98,6 +100,8 @@ saved_searches = Table(
     Column("filters", Text, nullable=False),  # JSON: the search's filters, by their names in ``Filters``
     Column("severity", String(20), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    # made by a Team Lead: runs over the calls of the teams its owner leads at the time it runs
+    Column("within_teams", Boolean, nullable=False, server_default=false()),
     UniqueConstraint("owner", "name", name="saved_search_owner_name"),
 )
 

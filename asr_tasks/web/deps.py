@@ -13,7 +13,7 @@ from __future__ import annotations
 import getpass
 from collections.abc import Callable
 from functools import partial
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, HTTPException, Query, Request, params
 from starlette.datastructures import State
@@ -164,14 +164,6 @@ def gone(ledger: Ledger, recording_id: str) -> HTTPException | None:
     if ledger.state(recording_id) in GONE_STATES:
         return HTTPException(status_code=410, detail=f"recording {recording_id} was erased")
     return None
-
-
-def indexed(index: TranscriptIndex, ledger: Ledger, recording_id: str) -> dict[str, Any]:
-    """The recording as the index has it; 410 if it was erased, 404 if there never was one."""
-    rec = index.recording(recording_id)
-    if rec is None:
-        raise gone(ledger, recording_id) or HTTPException(status_code=404, detail=f"no recording {recording_id}")
-    return rec
 
 
 User = Annotated[str, Depends(signed_in_user)]

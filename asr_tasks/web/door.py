@@ -34,7 +34,7 @@ from asr_tasks.records.ledger import Ledger
 from asr_tasks.records.teams import configured_teams
 from asr_tasks.states import RecordingState
 from asr_tasks.version import RecordingVersion
-from asr_tasks.web.deps import Access, AppLedger, AppSettings, IndexOpener, StoreOpener, User, gone, indexed
+from asr_tasks.web.deps import Access, AppLedger, AppSettings, IndexOpener, StoreOpener, User, gone
 from asr_tasks.web.ranges import Unsatisfiable, part
 from asr_tasks.web.scope import ScopedIndex, scope_of
 
@@ -82,13 +82,21 @@ class Door:
         self.access.append(self.user, action, recording_id=recording_id, query=query, filters=filters, hits=hits,
                            detail=detail)
 
+    def erased(self, recording_id: str) -> HTTPException | None:
+        """410 for a recording whose erasure has begun; None for a Team Lead, to whom an erased call is unknown as
+        any other call outside their teams is (a tombstone keeps no agent to tell whose it was)."""
+        return gone(self.ledger, recording_id) if self.scope is None else None
+
     def recording(self, recording_id: str) -> dict[str, Any]:
         """The recording as the index has it; 410 once its erasure has begun (even while its documents are still
-        being removed), 404 if there never was one."""
-        missing = gone(self.ledger, recording_id)
+        being removed), 404 if there never was one or it is not the user's to see."""
+        missing = self.erased(recording_id)
         if missing is not None:
             raise missing
-        return indexed(self.index(), self.ledger, recording_id)
+        rec = self.index().recording(recording_id)
+        if rec is None:
+            raise self.erased(recording_id) or HTTPException(status_code=404, detail=f"no recording {recording_id}")
+        return rec
 
     def call(self, recording_id: str, detail: str, action: str = "read",
              query: str | None = None) -> tuple[dict[str, Any], list[Segment]]:

@@ -49,8 +49,8 @@ def stored_report(door: Door, day: str) -> dict[str, Any] | None:
 
 
 def within_scope(report: dict[str, Any], door: Door, day: str) -> dict[str, Any]:
-    """The report of the calls in the user's scope only: their findings and tags, the counts made from those, the
-    day's masking with only their missing renditions, and nobody's openings."""
+    """The report of the calls in the user's scope only: their findings and tags and the counts made from those;
+    not the day's masking (its figures count every team's calls) nor anybody's openings."""
     short = stored_day_calls(door.store(), door.settings, day) or {"calls": []}
     findings = [Finding.from_dict(f) for f in report["findings"] if door.sees(f.get("agent_id"))]
     calls = {c["recording_id"] for c in short["calls"] if door.sees(c.get("agent_id"))} | {
@@ -58,12 +58,8 @@ def within_scope(report: dict[str, Any], door: Door, day: str) -> dict[str, Any]
     tags = {rid: t for rid, t in (report.get("tags") or {}).items() if rid in calls}
     summary = report["summary"]
     result = AuditResult(str(summary["date"]), len(calls), findings, tags, str(summary.get("rule_set") or ""))
-    redaction = report.get("redaction")
-    if redaction:
-        redaction = {**redaction, "missing_renditions": [r for r in redaction.get("missing_renditions") or ()
-                                                         if r in calls]}
     return {**report, "summary": result.summary(), "findings": [f.to_dict() for f in findings], "tags": tags,
-            "redaction": redaction, "opened": []}
+            "redaction": None, "redaction_withheld": True, "opened": []}
 
 
 @router.get("/reports/qa", response_class=HTMLResponse)
@@ -88,6 +84,7 @@ def qa_report(request: Request, day: Annotated[str, PathParam(pattern=DAY_PATTER
     return render_page(request, "qa_report.html", here="findings", day=day, summary=report["summary"],
                        findings=[(f, finding_link(f, "")) for f in findings],
                        redaction=redaction, missing=missing_links(redaction, ""),
+                       redaction_withheld=bool(report.get("redaction_withheld")),
                        # who opened which call is the access log's: shown only to those who may read it
                        opened=(report.get("opened") or []) if "access_log" in held(request) else [],
                        words=[finding_words(f.to_dict(), rules) for f in findings],

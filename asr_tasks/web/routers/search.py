@@ -28,7 +28,7 @@ from asr_tasks.index.query import (
 )
 from asr_tasks.web.call_page import audit_rules, finding_words
 from asr_tasks.inputs import InputError, speaker_names
-from asr_tasks.web.deps import AppSettings, CheckedQuery, Filter, PageSize, SearchFilters, Second, gone
+from asr_tasks.web.deps import AppSettings, CheckedQuery, Filter, PageSize, SearchFilters, Second
 from asr_tasks.web.door import CallDoor, Door
 from asr_tasks.web.pages import render_page
 
@@ -198,7 +198,7 @@ def focus_view(recording_id: str, t: float, door: Door) -> tuple[dict[str, Any],
     """The recording an audit link opens, logged; or why not (410 erased, 404 unknown)."""
     focus = door.index().recording(recording_id)
     if focus is None:
-        missing = gone(door.ledger, recording_id)
+        missing = door.erased(recording_id)
         return {"error": missing.detail if missing else f"no recording {recording_id}"}, 410 if missing else 404
     door.log("read", recording_id=recording_id, detail=f"opened at {t:.1f} s")
     return {"focus": focus}, 200

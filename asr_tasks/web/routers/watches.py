@@ -15,6 +15,7 @@ from asr_tasks.index.query import MAX_QUERY_CHARS, MAX_TAG_FILTERS, Filters
 from asr_tasks.inputs import MAX_TEXT_CHARS, speaker_names
 from asr_tasks.text.masking import configured_policy
 from asr_tasks.web.deps import AppLedger, AppSettings, Filter, User
+from asr_tasks.web.door import CallDoor
 from asr_tasks.web.pages import render_page
 
 PERMISSION = "read"
@@ -71,14 +72,19 @@ def list_watches(user: User, searches: Saved) -> list[dict[str, Any]]:
 
 
 @router.post("/api/watches", status_code=201)
-def add_watch(body: WatchRequest, user: User, searches: Saved, settings: AppSettings) -> dict[str, Any]:
-    """Save a search under the user's name; refused (400) as ``asr watch add`` refuses it."""
+def add_watch(body: WatchRequest, user: User, searches: Saved, settings: AppSettings,
+              door: CallDoor) -> dict[str, Any]:
+    """Save a search under the user's name; refused (400) as ``asr watch add`` refuses it. A Team Lead's runs
+    over the calls of the teams they lead, and names no agent of another team."""
     filters = Filters(None, None, body.agent or None, body.speaker or None, body.quality or None,
                       body.min_non_talk_share, body.min_agent_interruptions, body.min_customer_interruptions,
                       body.rule or None, tuple(sorted({t.strip() for t in body.tag if t.strip()})), body.sounds_like,
                       body.min_score, body.max_score)
+    if door.scope is not None and body.agent and body.agent not in door.scope:
+        raise HTTPException(status_code=400, detail=f"agent {body.agent!r} is not an agent of the teams you lead")
     try:
-        return searches.add(user, body.name, body.q, filters, speaker_names(settings.audio), body.severity).to_dict()
+        return searches.add(user, body.name, body.q, filters, speaker_names(settings.audio), body.severity,
+                            within_teams=door.scope is not None).to_dict()
     except SavedSearchError as exc:
         raise HTTPException(status_code=400, detail=str(exc)) from exc
 
