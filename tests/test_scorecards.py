@@ -18,6 +18,7 @@ from asr_tasks.audit.rules import load_rule_set
 from asr_tasks.audit.score_overrides import OverrideError, ScoreOverrides
 from asr_tasks.audit.scorecards import ScorecardError, load_scorecard, score_of
 from asr_tasks.audit.scores import answer, day_scores
+from asr_tasks.audit.trends import stored_day_calls
 from asr_tasks.config import PROJECT_ROOT, Settings
 from asr_tasks.index.query import Filters
 from asr_tasks.intake.stores import LocalStore
@@ -172,3 +173,36 @@ def test_scores_from_the_command_line_and_on_the_call_page(settings: Settings) -
     search = client.get("/", params={"q": "", "max_score": f"{mine['score']:g}", "min_score": "0"},
                         headers={"X-User": "carl"}).text
     assert "calls per score" in search.lower() and "promise.wav" in search
+
+
+def test_a_dismissed_finding_counts_against_no_call_and_a_silent_call_is_not_scored(settings: Settings) -> None:
+    """A reviewer's dismissal of the finding that answered a question no answers it yes, in the score, the index
+    and the trends at once; reopened, the audit's no is back. A call where nothing was said has no score."""
+    index = _record_day(settings, [*CALLS, call("silent", [])])
+    store = LocalStore(settings.storage.path("store_root"))
+    result = run_audit(DAY, load_rule_set(RULES), index, store, settings)
+    promise = next(f for f in result.findings if f.rule_id == "promise-of-return")
+    before = by_call(settings)
+    assert before["silent"]["score"] is None and set(before["silent"]["answers"].values()) == {None}  # type: ignore[union-attr]
+    client = TestClient(create_app(settings, index=index, store=store,
+                                   authorize=granting({"rita": {"read", "review"}}, [])), headers={"X-User": "rita"})
+
+    def verdict(status: str, reason: str | None = None) -> dict[str, object]:
+        done = client.post(f"/api/reviews/{promise.finding_id}", json={"date": DAY, "status": status,
+                                                                       "reason": reason})
+        assert done.status_code == 200, done.text
+        now = by_call(settings)["promise"]
+        short = stored_day_calls(store, settings, DAY)
+        assert short is not None
+        mine = next(c for c in short["calls"] if c["recording_id"] == promise.recording_id)
+        assert mine["score"] == now["score"] == index.recording(promise.recording_id)["score"]  # type: ignore[index]
+        return {**now, "trend_findings": mine["findings"]}
+
+    dismissed = verdict("dismissed", "not-said")
+    assert dismissed["answers"]["no-promise-of-return"] == "yes"  # type: ignore[index]
+    assert dismissed["automatic"]["no-promise-of-return"] == "no"  # type: ignore[index]  # the audit's, apart
+    assert dismissed["dismissed_findings"] == ["no-promise-of-return"]
+    assert dismissed["score"] > before["promise"]["score"]  # type: ignore[operator]
+    assert "promise-of-return" not in dismissed["trend_findings"]  # type: ignore[operator]
+    reopened = verdict("open")
+    assert reopened["score"] == before["promise"]["score"] and reopened["trend_findings"] == {"promise-of-return": 1}

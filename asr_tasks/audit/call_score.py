@@ -22,3 +22,5 @@ class CallScore(_Serialisable):
     answers: dict[str, str | None] = field(default_factory=dict)
     why: dict[str, str] = field(default_factory=dict)
     score: float | None = None
+    # the findings that answered each question no (by id): a reviewer's dismissal of all of them answers it yes
+    because: dict[str, list[str]] = field(default_factory=dict)

@@ -16,6 +16,7 @@ from typing import Any
 
 from asr_tasks.audit.redaction import RedactionReport, redaction_report
 from asr_tasks.audit.rules import AuditResult, Finding, RuleSet, audit
+from asr_tasks.audit.reviews import Reviews, dismissed
 from asr_tasks.audit.saved_searches import SavedSearches, watch_findings
 from asr_tasks.audit.score_overrides import ScoreOverrides, standing
 from asr_tasks.audit.call_score import CallScore
@@ -135,10 +136,12 @@ def run_audit(call_date: str, rules: RuleSet, index: TranscriptIndex, store: Obj
     result = audit(transcripts, rules, call_date, policy)
     card = configured_scorecard(settings, rules)
     scores: dict[str, float | None] = {}
+    ledger = open_ledger(settings.ledger)
+    dismissed_ids = dismissed(Reviews(ledger, AccessLog(ledger)).between(call_date, call_date))
     if card is not None:
         result.scores = answer_calls(card, transcripts, result, policy)
-        overrides = ScoreOverrides(open_ledger(settings.ledger), AccessLog(open_ledger(settings.ledger)))
-        scores = {s.call.recording_id: s.score for s in standing(card, result.scores, overrides)}
+        overrides = ScoreOverrides(ledger, AccessLog(ledger))
+        scores = {s.call.recording_id: s.score for s in standing(card, result.scores, overrides, dismissed_ids)}
     index.replace_scores(call_date, scores)
     index.replace_tags(call_date, result.tags)  # the rules' tags and findings first: saved searches filter by them
     index.replace_findings(call_date, [f.to_dict() for f in result.findings])
@@ -148,7 +151,7 @@ def run_audit(call_date: str, rules: RuleSet, index: TranscriptIndex, store: Obj
     result.redaction = redaction
     if watched:
         index.replace_findings(call_date, [f.to_dict() for f in result.findings])
-    write_day_calls(store, settings, call_date, day_calls(result, transcripts, scores))
+    write_day_calls(store, settings, call_date, day_calls(result, transcripts, scores, dismissed_ids))
     reports, search_url = DayReports(call_date), settings.web.search_url
     opened = opened_on(call_date, settings)
     store.put_bytes(artefacts.bucket, reports.audit("html"), report_html(result, search_url, opened).encode())

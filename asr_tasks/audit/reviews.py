@@ -148,6 +148,11 @@ class Queue:
                 and (self.team is None or f.agent_id in self.team))
 
 
+def dismissed(reviews: dict[str, Review]) -> frozenset[str]:
+    """The ids of the findings reviewers dismissed: they count against no call (scores, trends)."""
+    return frozenset(i for i, r in reviews.items() if r.status == "dismissed")
+
+
 def status_of(finding: Finding, reviews: dict[str, Review]) -> str:
     review = reviews.get(finding.finding_id)
     return review.status if review else "open"

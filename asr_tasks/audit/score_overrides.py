@@ -57,26 +57,31 @@ class Scored:
     answers: dict[str, str | None]
     score: float | None
     overrides: dict[str, Override]
+    cleared: frozenset[str] = frozenset()  # questions answered yes because their findings were dismissed
 
     def to_dict(self) -> dict[str, Any]:
         return {"recording_id": self.call.recording_id, "key": self.call.key, "call_date": self.call.call_date,
                 "agent_id": self.call.agent_id, "scorecard": self.call.scorecard, "score": self.score,
                 "automatic_score": self.call.score, "answers": self.answers, "automatic": self.call.answers,
-                "why": self.call.why, "overrides": {q: o.to_dict() for q, o in self.overrides.items()}}
+                "why": self.call.why, "overrides": {q: o.to_dict() for q, o in self.overrides.items()},
+                "dismissed_findings": sorted(self.cleared)}
 
 
-def scored(card: Scorecard, call: CallScore, overrides: dict[str, Override]) -> Scored:
-    """The call's answers with the reviewer's in place of the audit's, and the score they give."""
-    answers = {q.id: overrides[q.id].answer if q.id in overrides else call.answers.get(q.id)
-               for q in card.questions}
-    return Scored(call, answers, score_of(card, answers), overrides)
+def scored(card: Scorecard, call: CallScore, overrides: dict[str, Override],
+           dismissed: frozenset[str] = frozenset()) -> Scored:
+    """The call's answers with the reviewer's in place of the audit's, and the score they give; a question the
+    audit answered no from findings that reviewers have all dismissed is answered yes."""
+    cleared = {q for q, ids in call.because.items() if ids and set(ids) <= dismissed}
+    answers = {q.id: overrides[q.id].answer if q.id in overrides else "yes" if q.id in cleared
+               else call.answers.get(q.id) for q in card.questions}
+    return Scored(call, answers, score_of(card, answers), overrides, frozenset(cleared))
 
 
 class ScoreOverrides:
     """The overrides of one ledger database; each written to the access log under the reviewer's name."""
 
     def __init__(self, ledger: Ledger, access: AccessLog, policy: Policy | None = None) -> None:
-        self.engine, self.access, self.policy = ledger.engine, access, policy
+        self.ledger, self.engine, self.access, self.policy = ledger, ledger.engine, access, policy
 
     def override(self, card: Scorecard, call: CallScore, question_id: str, answer: str | None, why: str,
                  reviewer: str) -> Override | None:
@@ -135,7 +140,9 @@ def _override(row: dict[str, Any]) -> Override:
                     row["reviewer"], at.isoformat(timespec="seconds") if isinstance(at, datetime) else str(at))
 
 
-def standing(card: Scorecard, calls: list[CallScore], overrides: ScoreOverrides) -> list[Scored]:
-    """Each call's answers and score as they stand: the audit's with the reviewers' overrides in place."""
+def standing(card: Scorecard, calls: list[CallScore], overrides: ScoreOverrides,
+             dismissed: frozenset[str] = frozenset()) -> list[Scored]:
+    """Each call's answers and score as they stand: the audit's, less what dismissed findings answered, with the
+    reviewers' overrides in place."""
     held = overrides.of(card.id, [c.recording_id for c in calls])
-    return [scored(card, c, held.get(c.recording_id, {})) for c in calls]
+    return [scored(card, c, held.get(c.recording_id, {}), dismissed) for c in calls]

@@ -89,21 +89,31 @@ def answer_calls(card: Scorecard, transcripts: list[Transcript], result: AuditRe
     """Each audited call's automatic answers and score: ``result`` is the day's audit of these (masked)
     transcripts, whose findings and tags answer ``no_if_found`` and ``applies_if_tagged``."""
     found: dict[str, set[str]] = {}
+    ids: dict[tuple[str, str], list[str]] = {}  # (recording, rule): its findings
     for f in result.findings:
         found.setdefault(f.recording_id, set()).add(f.rule_id)
+        ids.setdefault((f.recording_id, f.rule_id), []).append(f.finding_id)
     out = []
     for t in transcripts:
         if policy is not None:
             t = redact_transcript(t, policy)  # as the rules saw it: a condition matches what the findings show
         rec = t.recording
         rules, tags = found.get(rec.recording_id, set()), set(result.tags.get(rec.recording_id, ()))
+        if not any(s.text.strip() for s in t.segments):  # nothing was said: nothing to score
+            out.append(CallScore(rec.recording_id, rec.key, rec.call_date, rec.agent_id, card.id,
+                                 dict.fromkeys((q.id for q in card.questions)),
+                                 {q.id: "nothing was said in the call" for q in card.questions}))
+            continue
         call = conditions.Call(t, policy.spoken if policy else None)
         answers: dict[str, str | None] = {}
         why: dict[str, str] = {}
+        because: dict[str, list[str]] = {}
         for q in card.questions:
             answers[q.id], why[q.id] = _answer(q, rules, tags, call)
+            if answers[q.id] == "no" and q.no_if_found:
+                because[q.id] = [i for r in q.no_if_found for i in ids.get((rec.recording_id, r), ())]
         out.append(CallScore(rec.recording_id, rec.key, rec.call_date, rec.agent_id, card.id, answers, why,
-                             score_of(card, answers)))
+                             score_of(card, answers), because))
     return out
 
 

@@ -3,8 +3,9 @@ scorecard score and the share of non-talk time.
 
 The audit writes each day's calls in short (``DayReports.calls``: agent, non-talk
 share, score as it stands, findings per rule), so a quarter of trends reads a
-few small files, not every report; an override rewrites its day's scores there
-as it does in the index. Weeks start on Monday.
+few small files, not every report; a reviewer's override or verdict rewrites its
+day there as in the index (a dismissed finding counts against no call). Weeks
+start on Monday.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
 
-from asr_tasks.audit.rules import AuditResult
+from asr_tasks.audit.rules import AuditResult, Finding
 from asr_tasks.config import Settings
 from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.models import Transcript
@@ -49,27 +50,36 @@ class Week:
                 "non_talk_share": round(sum(self.non_talk) / len(self.non_talk), 3) if self.non_talk else None}
 
 
-def day_calls(result: AuditResult, transcripts: Iterable[Transcript], scores: dict[str, float | None]) -> dict[str, Any]:
-    """The day's calls in short, as ``DayReports.calls`` keeps them."""
+def found_per_call(findings: Iterable[Finding], dismissed: frozenset[str]) -> dict[str, dict[str, int]]:
+    """Each call's findings per rule, those reviewers dismissed left out."""
     found: dict[str, Counter[str]] = {}
-    for f in result.findings:
-        found.setdefault(f.recording_id, Counter())[f.rule_id] += 1
+    for f in findings:
+        if f.finding_id not in dismissed:
+            found.setdefault(f.recording_id, Counter())[f.rule_id] += 1
+    return {rid: dict(c) for rid, c in found.items()}
+
+
+def day_calls(result: AuditResult, transcripts: Iterable[Transcript], scores: dict[str, float | None],
+              dismissed: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The day's calls in short, as ``DayReports.calls`` keeps them (dismissed findings left out)."""
+    found = found_per_call(result.findings, dismissed)
     return {"date": result.call_date, "calls": [
         {"recording_id": t.recording.recording_id, "agent_id": t.recording.agent_id,
          "non_talk_share": (t.analytics or {}).get("non_talk_share"), "score": scores.get(t.recording.recording_id),
-         "findings": dict(found.get(t.recording.recording_id, {}))} for t in transcripts]}
+         "findings": found.get(t.recording.recording_id, {})} for t in transcripts]}
 
 
 def write_day_calls(store: ObjectStore, settings: Settings, day: str, calls: dict[str, Any]) -> None:
     store.put_bytes(settings.storage.artefacts_bucket, DayReports(day).calls, json.dumps(calls).encode())
 
 
-def rescored_day_calls(store: ObjectStore, settings: Settings, day: str, scores: dict[str, float | None]) -> None:
-    """The day's calls in short with their scores as they now stand (a reviewer answered otherwise)."""
+def restated_day_calls(store: ObjectStore, settings: Settings, day: str, scores: dict[str, float | None],
+                       found: dict[str, dict[str, int]]) -> None:
+    """The day's calls in short with their scores and findings as reviews now leave them."""
     stored = stored_day_calls(store, settings, day)
     if stored is not None:
         for call in stored["calls"]:
-            call["score"] = scores.get(call["recording_id"])
+            call["score"], call["findings"] = scores.get(call["recording_id"]), found.get(call["recording_id"], {})
         write_day_calls(store, settings, day, stored)
 
 

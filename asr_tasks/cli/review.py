@@ -34,6 +34,11 @@ def _findings(day: str, settings: Settings) -> list[Finding]:
 
 def cmd_review(args: argparse.Namespace) -> int:
     from asr_tasks.audit.reviews import Queue, ReviewError, open_reviews, precision, status_of
+    from asr_tasks.audit.score_overrides import ScoreOverrides
+    from asr_tasks.audit.scores import restate
+    from asr_tasks.index.backends import open_index
+    from asr_tasks.intake.stores import open_store
+    from asr_tasks.records.ledger import open_ledger
     from asr_tasks.audit.rules import SEVERITIES
     from asr_tasks.records.teams import configured_teams
 
@@ -83,6 +88,8 @@ def cmd_review(args: argparse.Namespace) -> int:
     except ReviewError as exc:
         print(f"asr review: {exc}", file=sys.stderr)
         return 2
+    restate(args.date, open_store(settings.storage), open_index(settings.index), settings,
+            ScoreOverrides(open_ledger(settings.ledger), reviews.access))
     print(f"{review.finding_id} ({review.rule_id}, {finding.key} at {clock(finding.start)}): {review.status}"
           + (f", {review.reason}" if review.reason else "") + (f" to {review.assignee}" if review.assignee else ""))
     return 0

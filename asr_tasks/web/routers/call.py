@@ -48,7 +48,7 @@ def scorecard_view(door: Door, rec: dict[str, Any]) -> dict[str, Any] | None:
         return None
     sections = [(title, [{"id": q.id, "text": q.text, "weight": q.weight, "answer": now.answers.get(q.id),
                           "automatic": now.call.answers.get(q.id), "why": now.call.why.get(q.id, ""),
-                          "override": now.overrides.get(q.id)} for q in questions])
+                          "override": now.overrides.get(q.id), "cleared": q.id in now.cleared} for q in questions])
                 for title, questions in card.sections()]
     return {"id": card.id, "title": card.title, "score": now.score, "automatic_score": now.call.score,
             "sections": sections}

@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from asr_tasks.audit.reports import finding_link
 from asr_tasks.audit.reviews import MAX_COMMENT_CHARS, Queue, Review, ReviewError, Reviews, precision, status_of
 from asr_tasks.audit.rules import SEVERITIES, Finding
+from asr_tasks.audit.score_overrides import ScoreOverrides
+from asr_tasks.audit.scores import restate
 from asr_tasks.audit.verdicts import DISMISS_REASONS, STATUSES
 from asr_tasks.records.teams import configured_teams
 from asr_tasks.text.masking import configured_policy
@@ -163,7 +165,10 @@ def review_finding(finding_id: Annotated[str, PathParam(max_length=64)], body: V
     if finding is None:
         raise HTTPException(status_code=404, detail=f"no finding {finding_id} on {body.date}")
     try:
-        return reviews(door).review(finding, door.user, body.status, body.reason or None, body.comment,
-                                    body.assignee or None).to_dict()
+        done = reviews(door).review(finding, door.user, body.status, body.reason or None, body.comment,
+                                    body.assignee or None)
     except ReviewError as exc:
         raise HTTPException(status_code=400, detail=str(exc)) from exc
+    # a dismissed finding counts against no call: the day's scores and trends as the verdict leaves them
+    restate(body.date, door.store(), door.index(), door.settings, ScoreOverrides(door.ledger, door.access))
+    return done.to_dict()
