@@ -45,6 +45,10 @@ def test_findings_reviews_and_scores_export_as_csv_and_parquet(settings: Setting
     said = list(csv.DictReader(io.StringIO(client.get("/api/qa/reviews.csv", params=RANGE).text)))
     assert [(r["finding_id"], r["reason"]) for r in said] == [(first.finding_id, "other")]
     assert said[0]["comment"].startswith("'=HYPERLINK")  # a spreadsheet shows it, never runs it
+    assert said[0]["reviewed_at"].endswith("+00:00") and said[0]["call_date"] == DAY
+    typed = pq.read_table(io.BytesIO(client.get("/api/qa/reviews.parquet", params=RANGE).content))
+    assert str(typed.schema.field("call_date").type) == "date32[day]"
+    assert str(typed.schema.field("reviewed_at").type).endswith("tz=UTC]")  # a time, in UTC
 
     scores = client.get("/api/qa/scores.parquet", params=RANGE)
     assert scores.status_code == 200
@@ -52,6 +56,7 @@ def test_findings_reviews_and_scores_export_as_csv_and_parquet(settings: Setting
     assert len(table) == len(CALLS) * 13  # a row per call and question of the form
     empathy = next(r for r in table if r["recording_id"] == first.recording_id and r["question_id"] == "empathy")
     assert (empathy["answer"], empathy["automatic_answer"], empathy["overridden_by"]) == ("yes", None, "qa1")
+    assert empathy["overridden_at"].tzinfo is not None
     assert isinstance(empathy["score"], float) and empathy["weight"] == 10.0
     assert client.get("/api/qa/scores.xlsx", params=RANGE).status_code == 404
     assert client.get("/api/qa/findings.csv", params={"date_from": "2025-01-01",
@@ -62,10 +67,13 @@ def test_findings_reviews_and_scores_export_as_csv_and_parquet(settings: Setting
                                                f"{len(result.findings)} rows"]
 
     run = asr_on(settings)
-    done = run("qa-export", "findings", "--from", RANGE["date_from"], "--to", RANGE["date_to"], "--format", "parquet",
-               "--out", str(settings.storage.path("store_root") / "findings.parquet"))
+    done = run("qa-export", "findings", "--from", RANGE["date_from"], "--to", RANGE["date_to"],
+               "--out", str(settings.storage.path("store_root") / "findings.parquet"))  # Parquet, by its name
     assert done.returncode == 0, done.stderr
     cli = pq.read_table(settings.storage.path("store_root") / "findings.parquet").to_pylist()
     assert sorted(r["finding_id"] for r in cli) == sorted(r["finding_id"] for r in rows)
     refused = run("qa-export", "scores", "--from", "2026-11-30", "--to", "2026-11-01")
     assert refused.returncode == 2 and "--from" in refused.stderr
+    mismatch = run("qa-export", "scores", "--from", RANGE["date_from"], "--to", RANGE["date_to"], "--format", "csv",
+                   "--out", "x.parquet")
+    assert mismatch.returncode == 2 and "the file's name says parquet" in mismatch.stderr

@@ -204,6 +204,10 @@ def test_the_queue_spans_days_and_narrows_by_severity_agent_and_team(settings: S
     assert listed(severity="high") == sorted(f.finding_id for f in result.findings if f.severity == "high")
     assert listed(agent="AG-1") == every and listed(agent="AG-2") == []
     assert listed(team="retail") == every and listed(team="wealth") == []
+    reviews(settings).review(result.findings[0], "rita", "assigned", assignee="wendy")
+    assert listed(assignee="wendy") == [result.findings[0].finding_id] and listed(assignee="bob") == []
+    counts = client.get("/api/reviews", params={"severity": "high"}).json()["rules"]  # of what the filters keep
+    assert sum(sum(c.values()) for c in counts.values()) == len(listed(severity="high"))
     pages = [client.get("/api/reviews", params={"size": 2, "page": n}).json() for n in range(3)]
     assert [p["listed"] for p in pages] == [len(every)] * 3 and sum(len(p["findings"]) for p in pages) == len(every)
     assert sorted(f["finding_id"] for p in pages for f in p["findings"]) == every  # each on one page

@@ -78,6 +78,10 @@ def test_weekly_trends_per_agent_and_team(settings: Settings, tmp_path: Path) ->
     leads = client.get("/trends", params={**span, "by": "agent"}, headers={"X-User": "lee"}).text
     assert "AG-1" in leads and "AG-7" not in leads
     assert client.get("/api/trends", params={"by": "mood"}, headers={"X-User": "rita"}).status_code == 422
+    wrong = client.get("/trends", params={"date_from": "2026-02-30"}, headers={"X-User": "rita"})
+    assert wrong.status_code == 400 and "not a date of the calendar" in wrong.text and "<nav" in wrong.text
+    assert "no calls of team nosuch" in client.get("/trends", params={**span, "group": "nosuch"},
+                                                   headers={"X-User": "rita"}).text
     assert client.get("/api/trends", params={"date_from": "2020-01-01", "date_to": "2026-11-29"},
                       headers={"X-User": "rita"}).status_code == 422
     reads = [e.detail for e in AccessLog(open_ledger(settings.ledger)).entries(actions=("read",))]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable
+from datetime import date, datetime, timezone
 from typing import Any
 
 import pyarrow as pa
@@ -27,20 +28,21 @@ from asr_tasks.text.spreadsheet import spreadsheet_safe
 
 FORMATS = ("csv", "parquet")
 TABLES: dict[str, dict[str, pa.DataType]] = {
-    "findings": {"finding_id": pa.string(), "call_date": pa.string(), "recording_id": pa.string(),
+    "findings": {"finding_id": pa.string(), "call_date": pa.date32(), "recording_id": pa.string(),
                  "key": pa.string(), "agent_id": pa.string(), "team": pa.string(), "rule_id": pa.string(),
                  "severity": pa.string(), "speaker": pa.string(), "start": pa.float64(), "end": pa.float64(),
                  "matched_text": pa.string(), "confidence": pa.float64(), "rule_set": pa.string(),
                  "status": pa.string()},
-    "reviews": {"finding_id": pa.string(), "call_date": pa.string(), "recording_id": pa.string(),
+    "reviews": {"finding_id": pa.string(), "call_date": pa.date32(), "recording_id": pa.string(),
                 "agent_id": pa.string(), "team": pa.string(), "rule_id": pa.string(), "status": pa.string(),
                 "reason": pa.string(), "comment": pa.string(), "assignee": pa.string(), "reviewer": pa.string(),
-                "reviewed_at": pa.string()},
-    "scores": {"call_date": pa.string(), "recording_id": pa.string(), "key": pa.string(), "agent_id": pa.string(),
+                "reviewed_at": pa.timestamp("s", tz="UTC")},
+    "scores": {"call_date": pa.date32(), "recording_id": pa.string(), "key": pa.string(), "agent_id": pa.string(),
                "team": pa.string(), "scorecard": pa.string(), "score": pa.float64(),
                "automatic_score": pa.float64(), "section": pa.string(), "question_id": pa.string(),
                "weight": pa.float64(), "answer": pa.string(), "automatic_answer": pa.string(), "why": pa.string(),
-               "overridden_by": pa.string(), "override_why": pa.string()},
+               "overridden_by": pa.string(), "override_why": pa.string(),
+               "overridden_at": pa.timestamp("s", tz="UTC")},
 }
 
 
@@ -67,15 +69,29 @@ def score_rows(card: Scorecard | None, scored: Iterable[Scored], teams: Teams) -
             out.append({**call, "section": q.section, "question_id": q.id, "weight": q.weight,
                         "answer": s.answers.get(q.id), "automatic_answer": s.call.answers.get(q.id),
                         "why": s.call.why.get(q.id, ""), "overridden_by": override.reviewer if override else None,
-                        "override_why": override.why if override else None})
+                        "override_why": override.why if override else None,
+                        "overridden_at": override.overridden_at if override else None})
     return out
+
+
+def _typed(kind: pa.DataType, value: Any) -> Any:
+    """A value as its column holds it: a day as a date, a time as one in UTC (the ledger's times are UTC)."""
+    if value in (None, ""):
+        return None if kind != pa.string() else value
+    if kind == pa.date32():
+        return date.fromisoformat(str(value))
+    if pa.types.is_timestamp(kind):
+        at = datetime.fromisoformat(str(value))
+        return at if at.tzinfo else at.replace(tzinfo=timezone.utc)
+    return value
 
 
 def encode(table: str, rows: list[dict[str, Any]], fmt: str) -> bytes:
     """The rows as a CSV (header first, formula-like cells quoted) or a Parquet file of the table's columns."""
     columns = TABLES[table]
+    rows = [{name: _typed(kind, r.get(name)) for name, kind in columns.items()} for r in rows]
     if fmt == "parquet":
-        data = pa.table({name: pa.array([r.get(name) for r in rows], type=kind) for name, kind in columns.items()})
+        data = pa.table({name: pa.array([r[name] for r in rows], type=kind) for name, kind in columns.items()})
         sink = io.BytesIO()
         pq.write_table(data, sink)
         return sink.getvalue()
@@ -83,7 +99,7 @@ def encode(table: str, rows: list[dict[str, Any]], fmt: str) -> bytes:
     writer = csv.DictWriter(text, fieldnames=list(columns), extrasaction="ignore")
     writer.writeheader()
     for r in rows:
-        writer.writerow({name: spreadsheet_safe(r.get(name)) for name in columns})
+        writer.writerow({name: spreadsheet_safe(v.isoformat() if isinstance(v, date) else v) for name, v in r.items()})
     return text.getvalue().encode()
 
 

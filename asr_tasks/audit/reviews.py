@@ -134,18 +134,22 @@ def _review(row: dict[str, Any]) -> Review:
 
 @dataclass(frozen=True)
 class Queue:
-    """Which findings a review queue lists: of a status, rule, severity, agent and team ("" and None: any)."""
+    """Which findings a review queue lists: of a status, rule, severity, agent and team, or assigned to someone
+    ("" and None: any)."""
 
     status: str = ""
     rule: str = ""
     severity: str = ""
     agent: str = ""
     team: frozenset[str] | None = None  # the agents of the team asked for
+    assignee: str = ""  # findings assigned to this user
 
     def lists(self, f: Finding, reviews: dict[str, Review]) -> bool:
+        review = reviews.get(f.finding_id)
         return (self.status in ("", status_of(f, reviews)) and self.rule in ("", f.rule_id)
                 and self.severity in ("", f.severity) and self.agent in ("", f.agent_id)
-                and (self.team is None or f.agent_id in self.team))
+                and (self.team is None or f.agent_id in self.team)
+                and self.assignee in ("", review.assignee if review else None))
 
 
 def dismissed(reviews: dict[str, Review]) -> frozenset[str]:

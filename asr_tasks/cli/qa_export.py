@@ -28,6 +28,12 @@ def cmd_qa_export(args: argparse.Namespace) -> int:
     from asr_tasks.records.teams import configured_teams
 
     day_range(args.date_from, args.date_to, "--from", "--to")
+    suffix = Path(args.out).suffix.lstrip(".").lower() if args.out else ""
+    fmt = args.format or (suffix if suffix in ("csv", "parquet") else "csv")
+    if args.out and suffix in ("csv", "parquet") and suffix != fmt:
+        raise InputError(f"--format {fmt} into {args.out}: the file's name says {suffix}")
+    if fmt == "parquet" and not args.out and sys.stdout.isatty():
+        raise InputError("a Parquet file is binary: --out FILE writes it")
     first, last = date.fromisoformat(args.date_from), date.fromisoformat(args.date_to)
     if (last - first).days >= MAX_EXPORT_DAYS:
         raise InputError(f"--from {first} --to {last}: at most {MAX_EXPORT_DAYS} days at once")
@@ -44,9 +50,9 @@ def cmd_qa_export(args: argparse.Namespace) -> int:
                                                       overrides)]
     held = reviews.between(args.date_from, args.date_to) if args.table != "scores" else {}
     rows = table_rows(args.table, findings, held, card, scored, configured_teams(settings))
-    data = encode(args.table, rows, args.format)
+    data = encode(args.table, rows, fmt)
     reviews.access.append(getpass.getuser(), "export", detail=f"QA {args.table} of {first} to {last} as "
-                                                              f"{args.format}, {len(rows)} rows (cli)")
+                                                              f"{fmt}, {len(rows)} rows (cli)")
     if args.out:
         Path(args.out).write_bytes(data)
         print(f"{len(rows)} rows of {args.table} ({len(audits)} audited days) to {args.out}", file=sys.stderr)
@@ -62,6 +68,7 @@ def add_commands(sub: Any) -> None:
                    help="YYYY-MM-DD: the first day")
     p.add_argument("--to", dest="date_to", required=True, action=Checked, check=calendar_day,
                    help="YYYY-MM-DD: the last day")
-    p.add_argument("--format", choices=["csv", "parquet"], default="csv")
+    p.add_argument("--format", choices=["csv", "parquet"],
+                   help="csv or parquet (default: the --out file's extension, else csv)")
     p.add_argument("--out", metavar="PATH", help="write here (default: standard output)")
     p.set_defaults(func=cmd_qa_export)

@@ -4,6 +4,7 @@ the name of the account that gives it."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import getpass
 import sys
 from typing import TYPE_CHECKING, Any
@@ -44,12 +45,12 @@ def cmd_review(args: argparse.Namespace) -> int:
 
     verdicts = [args.confirm, args.dismiss is not None, args.assign is not None, args.reopen]
     listing = [args.status is not None, args.rule is not None, args.json, args.severity is not None,
-               args.agent is not None, args.team is not None]
+               args.agent is not None, args.team is not None, args.assignee is not None]
     if (args.finding is None) == any(verdicts) or (args.finding is None and args.why is not None) or (
             args.finding is not None and any(listing)):
         raise InputError("--finding ID with one of --confirm, --dismiss REASON, --assign USER, --reopen (and "
                          "--why); or no --finding, to list the day's findings (--status, --rule, --severity, "
-                         "--agent, --team, --json)")
+                         "--agent, --team, --assignee, --json)")
     settings = get_settings()
     findings, reviews = _findings(args.date, settings), open_reviews(settings)
     if args.finding is None:
@@ -63,12 +64,13 @@ def cmd_review(args: argparse.Namespace) -> int:
         held = reviews.of(f.finding_id for f in findings)
         reviews.access.append(getpass.getuser(), "read", detail=f"the review queue of {args.date}")
         queue = Queue(args.status or "", args.rule or "", args.severity or "", args.agent or "",
-                      teams.agents_of(args.team) if args.team else None)
+                      teams.agents_of(args.team) if args.team else None, args.assignee or "")
         listed = [f for f in findings if queue.lists(f, held)]
         if args.json:
             print_json({"findings": [{**f.to_dict(), "status": status_of(f, held),
                                       "review": held[f.finding_id].to_dict() if f.finding_id in held else None}
-                                     for f in listed], "rules": precision(findings, held)})
+                                     for f in listed],
+                        "rules": precision([f for f in findings if replace(queue, status="").lists(f, held)], held)})
         elif listed:
             print(table(["STATUS", "RULE", "RECORDING", "SPEAKER", "TIME", "FOUND", "FINDING", "BY"],
                         [[status_of(f, held), f.rule_id, f.key, f.speaker, f"{clock(f.start)}-{clock(f.end)}",
@@ -119,6 +121,7 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--severity", help="list only findings of this severity: low, medium, high, critical")
     p.add_argument("--agent", help="list only findings of this agent's calls")
     p.add_argument("--team", help="list only findings of the calls of this team's agents (audit.teams)")
+    p.add_argument("--assignee", metavar="USER", help="list only findings assigned to this user")
     p.add_argument("--json", action="store_true", help="the listing, with each rule's findings by status")
     p.set_defaults(func=cmd_review)
 

@@ -5,6 +5,7 @@ each verdict is one of its own."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date as Date
 from typing import Annotated, Any
 
@@ -54,11 +55,11 @@ class Asked:
 
     def __init__(self, door: CallDoor, date: Day = "", date_from: Day = "", date_to: Day = "",
                  status: str | None = Query(None, max_length=20), rule: Name = "", severity: Name = "", agent: Name = "",
-                 team: Name = "", page: int = Query(0, ge=0, le=100_000),
+                 team: Name = "", assignee: Name = "", page: int = Query(0, ge=0, le=100_000),
                  size: int = Query(PAGE_ROWS, ge=1, le=MAX_PAGE_ROWS)) -> None:
         self.door, self.status, self.rule, self.severity, self.agent, self.team = (door, status, rule, severity,
                                                                                    agent, team)
-        self.page, self.size = page, size
+        self.page, self.size, self.assignee = page, size, assignee
         self.stored = stored_days(door)
         self.date_from = date or date_from or date_to or (self.stored[0] if self.stored else "")
         self.date_to = date or date_to or self.date_from
@@ -79,14 +80,14 @@ class Asked:
         if self.team and self.team not in {t.id for t in teams.teams}:
             raise HTTPException(status_code=422, detail=f"team {self.team!r}: not a team of the teams file")
         return Queue(self.status or "", self.rule, self.severity, self.agent,
-                     teams.agents_of(self.team) if self.team else None)
+                     teams.agents_of(self.team) if self.team else None, self.assignee)
 
     def one_page(self, listed: list[Finding]) -> list[Finding]:
         return listed[self.page * self.size:(self.page + 1) * self.size]
 
     def form(self) -> dict[str, str]:
         return {"date_from": self.date_from, "date_to": self.date_to, "status": self.status or "", "rule": self.rule,
-                "severity": self.severity, "agent": self.agent, "team": self.team}
+                "severity": self.severity, "agent": self.agent, "team": self.team, "assignee": self.assignee}
 
 
 def reviews(door: Door) -> Reviews:
@@ -116,6 +117,12 @@ def queue(asked: Asked) -> tuple[list[Finding], dict[str, Review], list[Finding]
     return findings, held, [f for f in findings if kept.lists(f, held)]
 
 
+def counted(asked: Asked, findings: list[Finding], held: dict[str, Review]) -> dict[str, dict[str, int]]:
+    """Each rule's findings by status, of the findings the filters keep whatever their status."""
+    kept = replace(asked.queue(), status="")
+    return precision([f for f in findings if kept.lists(f, held)], held)
+
+
 @router.get("/reviews", response_class=HTMLResponse)
 def review_page(request: Request, asked: Annotated[Asked, Depends()]) -> HTMLResponse:
     """The queue of a day or a range of days (the newest audited day by default), its open findings unless
@@ -127,19 +134,20 @@ def review_page(request: Request, asked: Annotated[Asked, Depends()]) -> HTMLRes
              "severities": SEVERITIES,
              "reasons": DISMISS_REASONS, "teams": teams}
     if not asked.date_from:  # nothing audited yet
-        return render_page(request, "reviews.html", here="reviews", rows=[], rules={}, error="", **shown)
+        return render_page(request, "reviews.html", here="reviews", rows=[], rules={}, rule_ids=[], error="",
+                           **shown)
     try:
         findings, held, listed = queue(asked)
     except HTTPException as exc:  # a person's page says why, in the page
         return render_page(request, "reviews.html", exc.status_code, here="reviews", rows=[], rules={},
-                           error=str(exc.detail), **shown)
+                           rule_ids=[], error=str(exc.detail), **shown)
     words = audit_rules(door.settings)
     rows = [(f, held.get(f.finding_id), status_of(f, held), finding_link(f, ""), finding_words(f.to_dict(), words))
             for f in asked.one_page(listed)]
     pages = {"listed": len(listed), "first": asked.page * asked.size + 1, "page": asked.page,
              "more": (asked.page + 1) * asked.size < len(listed)}
-    return render_page(request, "reviews.html", here="reviews", rows=rows, rules=precision(findings, held),
-                       error="", pages=pages, **shown)
+    return render_page(request, "reviews.html", here="reviews", rows=rows, rules=counted(asked, findings, held),
+                       rule_ids=sorted({f.rule_id for f in findings}), error="", pages=pages, **shown)
 
 
 @router.get("/api/reviews")
@@ -154,7 +162,7 @@ def list_reviews(asked: Annotated[Asked, Depends()]) -> dict[str, Any]:
     return {"date_from": asked.date_from, "date_to": asked.date_to, "listed": len(everything), "page": asked.page,
             "findings": [{**f.to_dict(), "status": status_of(f, held),
                           "review": held[f.finding_id].to_dict() if f.finding_id in held else None} for f in listed],
-            "rules": precision(findings, held)}
+            "rules": counted(asked, findings, held)}
 
 
 @router.post("/api/reviews/{finding_id}")

@@ -87,13 +87,20 @@ def chart(weeks: list[Week]) -> Markup:
 @router.get("/trends", response_class=HTMLResponse)
 def trends_page(request: Request, door: CallDoor, date_from: Day = "", date_to: Day = "",
                 by: str = Query("team", max_length=10), group: str = Query("", max_length=255)) -> HTMLResponse:
-    """Each group's weeks as a table, one group's (or all the calls') findings and scores as a chart."""
-    first, last, weeks = trend_weeks(door, date_from, date_to, by)
+    """Each group's weeks as a table, one group's (or all the calls') findings and scores as a chart; a range or
+    grouping it cannot show, said in the page."""
+    try:
+        first, last, weeks = trend_weeks(door, date_from, date_to, by)
+    except HTTPException as exc:
+        return render_page(request, "trends.html", exc.status_code, here="trends", error=str(exc.detail),
+                           date_from=date_from, date_to=date_to, by=by, group=group, groups=[], rows=[], shown=[],
+                           rules=[], chart="", groupings=GROUPINGS)
     shown = [w for w in weeks if w.group == group] if group else overall(weeks)
     rules = sorted({r for w in shown for r in w.findings})
     return render_page(request, "trends.html", here="trends", date_from=first, date_to=last, by=by, group=group,
                        groups=sorted({w.group for w in weeks}), rows=[w.to_dict() for w in weeks],
-                       shown=[w.to_dict() for w in shown], rules=rules, chart=chart(shown), groupings=GROUPINGS)
+                       shown=[w.to_dict() for w in shown], rules=rules, chart=chart(shown), groupings=GROUPINGS,
+                       error="" if not group or shown else f"no calls of {by} {group} in this range")
 
 
 @router.get("/api/trends")
