@@ -102,7 +102,7 @@ def test_review_from_the_command_line(settings: Settings) -> None:
     run_audit(DAY, load_rule_set(RULES), index, LocalStore(settings.storage.path("store_root")), settings)
     run = asr_on(settings)
 
-    listed = json.loads(run("review", "--date", DAY, "--json").stdout)
+    listed = json.loads(run("review", "--list", "--date", DAY, "--json").stdout)
     reads = AccessLog(open_ledger(settings.ledger)).entries(actions=("read",))
     assert [e.detail for e in reads] == [f"the review queue of {DAY}"]  # reading the queue is logged
     assert listed["findings"] and {f["status"] for f in listed["findings"]} == {"open"}

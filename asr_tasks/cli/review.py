@@ -44,7 +44,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     from asr_tasks.records.teams import configured_teams
 
     verdicts = [args.confirm, args.dismiss is not None, args.assign is not None, args.reopen]
-    listing = [args.status is not None, args.rule is not None, args.json, args.severity is not None,
+    listing = [args.list, args.status is not None, args.rule is not None, args.json, args.severity is not None,
                args.agent is not None, args.team is not None, args.assignee is not None]
     if (args.finding is None) == any(verdicts) or (args.finding is None and args.why is not None) or (
             args.finding is not None and any(listing)):
@@ -123,5 +123,6 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--team", help="list only findings of the calls of this team's agents (audit.teams)")
     p.add_argument("--assignee", metavar="USER", help="list only findings assigned to this user")
     p.add_argument("--json", action="store_true", help="the listing, with each rule's findings by status")
+    p.add_argument("--list", action="store_true", help="list the day's findings (what no --finding does)")
     p.set_defaults(func=cmd_review)
 
