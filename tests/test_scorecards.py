@@ -206,3 +206,20 @@ def test_a_dismissed_finding_counts_against_no_call_and_a_silent_call_is_not_sco
     assert "promise-of-return" not in dismissed["trend_findings"]  # type: ignore[operator]
     reopened = verdict("open")
     assert reopened["score"] == before["promise"]["score"] and reopened["trend_findings"] == {"promise-of-return": 1}
+
+
+def test_a_rule_set_without_the_forms_rules_audits_the_day_and_scores_no_call(
+        settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Audited with a rule set the form does not fit (a rule it answers from is gone), the day's findings are
+    written and its calls go unscored, the log naming the form's line and the missing rule."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "one.yaml").write_text((RULES / "default.yaml").read_text(encoding="utf-8").replace(
+        "id: promise-of-return", "id: promise-of-gain"), encoding="utf-8")
+    index = _record_day(settings, CALLS)
+    store = LocalStore(settings.storage.path("store_root"))
+    with caplog.at_level("WARNING", logger="asr_tasks.audit.reports"):
+        result = run_audit(DAY, load_rule_set(rules), index, store, settings)
+    assert any(f.rule_id == "promise-of-gain" for f in result.findings) and result.scores == []
+    assert "default.yaml:19" in caplog.text and "'promise-of-return'" in caplog.text
+    assert {index.recording(t.recording.recording_id)["score"] for t in CALLS} == {None}  # type: ignore[index]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -20,7 +21,7 @@ from asr_tasks.audit.reviews import Reviews, dismissed
 from asr_tasks.audit.saved_searches import SavedSearches, watch_findings
 from asr_tasks.audit.score_overrides import ScoreOverrides, standing
 from asr_tasks.audit.call_score import CallScore
-from asr_tasks.audit.scorecards import answer_calls, configured_scorecard
+from asr_tasks.audit.scorecards import ScorecardError, answer_calls, configured_scorecard
 from asr_tasks.audit.trends import day_calls, write_day_calls
 from asr_tasks.config import Settings
 from asr_tasks.index.base import TranscriptIndex
@@ -36,6 +37,7 @@ from asr_tasks.text.pii_policy import load_policy
 from asr_tasks.text.spreadsheet import spreadsheet_safe
 from asr_tasks.version import DayReports, RecordingVersion
 
+log = logging.getLogger(__name__)
 CSV_FIELDS = ["rule_id", "severity", "key", "agent_id", "speaker", "start", "end", "matched_text", "confidence",
               "recording_id", "description", "rule_set", "link"]
 
@@ -134,7 +136,11 @@ def run_audit(call_date: str, rules: RuleSet, index: TranscriptIndex, store: Obj
     transcripts = day_transcripts(call_date, artefacts, settings)
     redaction = redaction_report(transcripts, artefacts, settings)  # as stored: before the audit masks in memory
     result = audit(transcripts, rules, call_date, policy)
-    card = configured_scorecard(settings, rules)
+    try:
+        card = configured_scorecard(settings, rules)
+    except ScorecardError as exc:  # the day's findings still count; its calls go unscored, and the log says why
+        log.warning("%s: the day's calls are not scored: %s", call_date, exc)
+        card = None
     scores: dict[str, float | None] = {}
     ledger = open_ledger(settings.ledger)
     dismissed_ids = dismissed(Reviews(ledger, AccessLog(ledger)).between(call_date, call_date))

@@ -162,6 +162,7 @@ def cmd_rules_test(args: argparse.Namespace) -> int:
     """Every rule's examples and counter-examples, each failure on a line of its own."""
     from asr_tasks.audit.conditions import Parser
     from asr_tasks.audit.rules import RuleError, known_speakers, load_file, rule_files, same_ids, test_rules
+    from asr_tasks.audit.scorecards import ScorecardError, configured_scorecard
 
     folder = Path(args.rules) if args.rules else get_settings().audit.path("qa_rules_dir")
     files = rule_files(folder)
@@ -173,6 +174,11 @@ def cmd_rules_test(args: argparse.Namespace) -> int:
     except RuleError as exc:
         raise InputError(str(exc)) from exc
     failures = same_ids(rules) + test_rules(rules)
+    try:  # the scorecard the nightly audit fills answers from the configured rules: it must fit them
+        if not args.rules:
+            configured_scorecard(get_settings(), rules)
+    except ScorecardError as exc:
+        failures.append(str(exc))
     for line in failures:
         print(line, file=sys.stderr)
     checked = sum(len(r.examples) + len(r.counter_examples) for r in rules)
