@@ -360,6 +360,7 @@ def test_real_dag_run_over_a_synthetic_day(tmp_path: Path, model_dir: Path) -> N
     scored = json.loads(run([asr, "scores", "--date", DAY, "--json"], env).stdout)
     by_key = {c["key"].rsplit("/", 1)[-1]: c for c in scored["calls"]}
     assert scored["scorecard"]["id"] == "bank-call" and len(by_key) == 8  # all but the quarantined call
+    assert by_key.pop("call_0006.wav")["score"] is None  # nothing was said in it: not scored
     assert by_key["call_0008.ogg"]["answers"]["no-card-read-out"] == "no"
     assert by_key["call_0001.wav"]["answers"]["no-promise-of-return"] == "no"
     assert all(0 <= c["score"] <= 100 for c in by_key.values())

@@ -239,7 +239,7 @@ def test_templates_yearly_indices_and_bulk_actions(index: ElasticsearchIndex, es
     text = template["template"]["mappings"]["properties"]["text"]
     assert text["analyzer"] == "standard" and text["fields"]["en"]["analyzer"] == "asr_english"
     assert es.calls[1].json()["template"]["mappings"]["properties"]["state"] == {"type": "keyword"}
-    assert es.calls[5].params == {"_source_includes": "segments,recording_id,tags"}
+    assert es.calls[5].params == {"_source_includes": "segments,recording_id,tags,score"}
 
     bulk = es.calls[-2]
     assert bulk.params == es.calls[-1].params == {"refresh": "wait_for"}
@@ -428,7 +428,7 @@ def test_state_lookups(index: ElasticsearchIndex, es: FakeElasticsearch) -> None
            "segments": 4, "model": "m", "pipeline_version": "3"}
     es.script("POST", "/asr-recordings/_search", search_answer([{"_index": "asr-recordings-2026", "_id": "x",
                                                                 "_score": 1.0, "_source": doc}]))
-    assert index.recording("r9") == {**doc, "quality_failures": "speech_ratio", "tags": []}
+    assert index.recording("r9") == {**doc, "quality_failures": "speech_ratio", "tags": [], "score": None}
     assert es.calls[0].json() == {"query": {"term": {"recording_id": "r9"}}, "size": 1}
 
     es.script("POST", "/asr-recordings/_search", search_answer([
