@@ -11,6 +11,7 @@ with nothing.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from datetime import date, timedelta
 from typing import TypeVar
@@ -101,3 +102,9 @@ def percent(value: float, name: str) -> float:
 def count(value: int, name: str) -> int:
     """A number of events in a call (interruptions), from 0 up."""
     return within(value, name, 0, MAX_COUNT)
+
+
+def has_control(text: str) -> bool:
+    """Whether typed text holds a control, format (bidi) or surrogate character: line breaks and tabs aside,
+    nothing a person types on purpose, and what would disguise a comment on a page or in a terminal."""
+    return any(unicodedata.category(ch) in ("Cc", "Cf", "Cs") and ch not in "\n\t" for ch in text)

@@ -143,16 +143,16 @@ def run_audit(call_date: str, rules: RuleSet, index: TranscriptIndex, store: Obj
         card = None
     scores: dict[str, float | None] = {}
     ledger = open_ledger(settings.ledger)
-    dismissed_ids = dismissed(Reviews(ledger, AccessLog(ledger)).between(call_date, call_date))
+    access = AccessLog(ledger)
+    dismissed_ids = dismissed(Reviews(ledger, access).between(call_date, call_date))
     if card is not None:
         result.scores = answer_calls(card, transcripts, result, policy)
-        overrides = ScoreOverrides(ledger, AccessLog(ledger))
+        overrides = ScoreOverrides(ledger, access)
         scores = {s.call.recording_id: s.score for s in standing(card, result.scores, overrides, dismissed_ids)}
     index.replace_scores(call_date, scores)
     index.replace_tags(call_date, result.tags)  # the rules' tags and findings first: saved searches filter by them
     index.replace_findings(call_date, [f.to_dict() for f in result.findings])
-    watched = watch_findings(call_date, SavedSearches(open_ledger(settings.ledger)).listed(), index,
-                             configured_teams(settings))
+    watched = watch_findings(call_date, SavedSearches(ledger).listed(), index, configured_teams(settings))
     result.findings = sorted([*result.findings, *watched], key=lambda f: (f.key, f.start, f.rule_id))
     result.redaction = redaction
     if watched:

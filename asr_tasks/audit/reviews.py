@@ -12,7 +12,6 @@ the rules which ones cry wolf.
 
 from __future__ import annotations
 
-import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -23,6 +22,7 @@ from sqlalchemy import delete, insert, select
 from asr_tasks.audit.rules import Finding
 from asr_tasks.audit.verdicts import DISMISS_REASONS, STATUSES
 from asr_tasks.config import Settings
+from asr_tasks.inputs import has_control
 from asr_tasks.records.access_log import AccessLog, open_access_log
 from asr_tasks.records.ledger import Ledger, open_ledger
 from asr_tasks.records.tables import finding_reviews
@@ -70,7 +70,7 @@ class Reviews:
         the access log keeps every one)."""
         comment, assignee = comment.strip(), (assignee or "").strip() or None
         for name, value in (("comment", comment), ("assignee", assignee or "")):
-            if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs") and ch not in "\n\t" for ch in value):
+            if has_control(value):
                 raise ReviewError(f"the {name} holds a control character")
         if assignee is not None and (len(assignee) > MAX_ASSIGNEE_CHARS or (
                 self.policy is not None and mask_text(assignee, self.policy) != assignee)):

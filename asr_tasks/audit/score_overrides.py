@@ -12,7 +12,6 @@ the audit's answer.
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable
@@ -21,6 +20,7 @@ from sqlalchemy import and_, delete, insert, select
 
 from asr_tasks.audit.call_score import ANSWERS, CallScore
 from asr_tasks.audit.scorecards import Scorecard, score_of
+from asr_tasks.inputs import has_control
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.ledger import Ledger
 from asr_tasks.records.tables import score_overrides
@@ -98,7 +98,7 @@ class ScoreOverrides:
         if answer is not None and answer not in ANSWERS:
             raise OverrideError(f"answer {answer!r}: one of {', '.join(ANSWERS)}")
         why = why.strip()
-        if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs") and ch not in "\n\t" for ch in why):
+        if has_control(why):
             raise OverrideError("the reason holds a control character")
         if answer is not None and not why:
             raise OverrideError("an override says why the reviewer answers otherwise than the audit")

@@ -21,8 +21,9 @@ def cmd_qa_export(args: argparse.Namespace) -> int:
     from asr_tasks.audit.qa_exports import encode, table_rows
     from asr_tasks.audit.reports import stored_audit
     from asr_tasks.audit.reviews import open_reviews
-    from asr_tasks.audit.score_overrides import ScoreOverrides, Scored, standing
-    from asr_tasks.audit.scorecards import configured_scorecard
+    from asr_tasks.audit.score_overrides import ScoreOverrides, Scored
+    from asr_tasks.audit.scorecards import Scorecard
+    from asr_tasks.audit.scores import day_scores
     from asr_tasks.intake.stores import open_store
     from asr_tasks.records.ledger import open_ledger
     from asr_tasks.records.teams import configured_teams
@@ -42,12 +43,13 @@ def cmd_qa_export(args: argparse.Namespace) -> int:
     audits = [a for n in range((last - first).days + 1)
               if (a := stored_audit((first + timedelta(days=n)).isoformat(), store, settings)) is not None]
     findings = [f for a in audits for f in a.findings]
-    card = configured_scorecard(settings)
+    card: Scorecard | None = None
     scored: list[Scored] = []
-    if card is not None and args.table == "scores":
+    if args.table == "scores":  # as the day's scores stand: dismissed findings and overrides, as the API gives
         overrides = ScoreOverrides(open_ledger(settings.ledger), reviews.access)
-        scored = [s for a in audits for s in standing(card, [c for c in a.scores if c.scorecard == card.id],
-                                                      overrides)]
+        for a in audits:
+            card, done = day_scores(a.call_date, store, settings, overrides)
+            scored += done
     held = reviews.between(args.date_from, args.date_to) if args.table != "scores" else {}
     rows = table_rows(args.table, findings, held, card, scored, configured_teams(settings))
     data = encode(args.table, rows, fmt)
