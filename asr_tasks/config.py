@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import yaml
-from pydantic import ConfigDict, ValidationError, field_validator
+from pydantic import ConfigDict, ValidationError, field_validator, model_validator
 from pydantic.dataclasses import dataclass
 
 log = logging.getLogger(__name__)
@@ -118,6 +118,12 @@ class StorageSettings(_Section):
     retention_days: dict[str, int] = field(default_factory=dict)
     retention_batch: int = 200  # recordings erased per batch of the retention DAG
     erase_source: bool = True  # an erasure also removes the recording (and its sidecar) from its bucket
+    # MinIO's object locking (records/locking.py): every object of a recording kept until its retention ends
+    # (governance: an erasure through the product may end it early; compliance: nobody may) and under MinIO's
+    # legal hold while one of the product's holds covers it; the access log's anchors kept anchor_retention_days
+    object_lock: bool = False
+    object_lock_mode: Literal["governance", "compliance"] = "governance"
+    anchor_retention_days: int = 3653
     # the shape a sidecar's agent_id and customer_id must have to be kept (a whole match); a value of another
     # shape (a phone number, a card, a name) is not stored anywhere. The default: 1-64 letters, digits and
     # ._:- with at least one letter, or a number of at most 6 digits; a longer number (a phone, an account,
@@ -139,12 +145,19 @@ class StorageSettings(_Section):
                 raise ValueError(f"{where!r}: {days} days; a recording is kept at least one day")
         return rules
 
-    @field_validator("retention_batch")
+    @field_validator("retention_batch", "anchor_retention_days")
     @classmethod
     def _positive_batch(cls, batch: int) -> int:
         if batch < 1:
-            raise ValueError(f"{batch}: at least one recording per batch")
+            raise ValueError(f"{batch}: at least one")
         return batch
+
+    @model_validator(mode="after")
+    def _lockable(self) -> StorageSettings:
+        if self.object_lock and self.store_backend != "minio":
+            raise ValueError(f"object_lock: the {self.store_backend} store cannot lock objects (a folder has no "
+                             "write-once retention or legal hold); object locking needs store_backend: minio")
+        return self
 
 
 @dataclass(frozen=True, config=_STRICT)

@@ -144,6 +144,16 @@ def postgres_server() -> Iterator[str]:
     server.stop()
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty ledger database of the test's own: a SQLite file, then one on the test PostgreSQL."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+        return
+    with services.throwaway_database(request.getfixturevalue("postgres_server"), "asr_ledger_fresh") as url:
+        yield url
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[str]:
     """A throw-away Redis without persistence; its URL has no database number."""

@@ -73,16 +73,6 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return base
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty database of the test's own."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'ledger.sqlite'}"
-        return
-    with throwaway_database(request.getfixturevalue("postgres_server"), "asr_ledger_fresh") as url:
-        yield url
-
-
 def states(ledger: Ledger) -> dict[str, str]:
     return {row["key"].rsplit("/", 1)[-1]: row["state"] for row in ledger.rows()}
 
@@ -313,7 +303,7 @@ first_ledger = Table(
 )
 Index("recording_ledger_date_state", first_ledger.c.call_date, first_ledger.c.state)
 Index("recording_ledger_key", first_ledger.c.bucket, first_ledger.c.key)
-HEAD = "0008"
+HEAD = "0009"
 LATER = ("agent_id", "customer_id", "erased_by", "erased_at", "size", "audio_seconds")  # revisions 0002 and 0003
 
 
@@ -468,4 +458,28 @@ def test_many_processes_create_a_new_ledger_at_once(fresh_url: str) -> None:
     ledger = Ledger(fresh_url)
     assert ledger.counts(DAY) == {"sensed": 4}
     at_head(ledger)
+    ledger.engine.dispose()
+
+
+def test_rows_logged_before_the_chain_are_chained_by_the_upgrade(fresh_url: str) -> None:
+    """A ledger at revision 0008 with access rows: the upgrade hashes them in order, triggers and privileges as
+    before, and rows appended later continue the chain."""
+    engine = engine_for(fresh_url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as db:
+        config.attributes["connection"] = db
+        command.upgrade(config, "0008")
+        for n in range(3):
+            db.execute(text("INSERT INTO access_log (at, \"user\", action, recording_id, detail) "
+                            "VALUES (:at, 'auditor', 'play', :rid, 'redacted from 0.0 s')"),
+                       {"at": datetime(2026, 11, 27, 9, n, tzinfo=timezone.utc), "rid": f"r{n}"})
+    engine.dispose()
+    ledger = Ledger(fresh_url)
+    at_head(ledger)
+    log = AccessLog(ledger)
+    log.append("auditor", "search", query="收益", hits=2)
+    check = log.verify()
+    assert check.intact and check.checked == 4
+    append_only(ledger)
     ledger.engine.dispose()

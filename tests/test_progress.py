@@ -8,10 +8,8 @@ import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-from services import throwaway_database
 from sqlalchemy import update
 
 from asr_tasks.models import Recording, recording_id_for
@@ -27,20 +25,11 @@ def rec(day: str, n: int, size: int = 1_000_000) -> Recording:
     return Recording(recording_id_for("recordings", key, "e"), "recordings", key, "e", size, f"c{n}", day)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'ledger.sqlite'}"
-        return
-    with throwaway_database(request.getfixturevalue("postgres_server"), "progress") as url:
-        yield url
-
-
 @pytest.fixture
-def ledger(ledger_url: str) -> Ledger:
+def ledger(fresh_url: str) -> Ledger:
     """October: 4 calls indexed (an hour of audio each, finished 30 min, 5 h and 30 h ago), one quarantined;
     November: 2 decoded (half an hour of 2 MB each), 2 only sensed (2 MB each). SQLite and PostgreSQL alike."""
-    ledger = Ledger(ledger_url)
+    ledger = Ledger(fresh_url)
     october = [rec("2026-10-05", n) for n in range(5)]
     november = [rec("2026-11-02", n, size=2_000_000) for n in range(4)]
     ledger.sensed(october + november, "m", "2")

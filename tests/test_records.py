@@ -31,7 +31,8 @@ from asr_tasks.records.erasure import Eraser, select_keys
 from asr_tasks.records.holds import HoldError, Holds
 from asr_tasks.records.ledger import Ledger, open_ledger
 from asr_tasks.records.permissions import OPERATOR_ROLE, PERMISSIONS, RESOURCE, fab_custom_roles
-from asr_tasks.records.retention import rule_for, run_retention
+from asr_tasks.records.locking import rule_for
+from asr_tasks.records.retention import run_retention
 from asr_tasks.states import RecordingState
 from asr_tasks.web.app import create_app
 

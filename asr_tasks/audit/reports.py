@@ -29,7 +29,9 @@ from asr_tasks.intake.artefacts import Artefacts
 from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.models import Transcript
 from asr_tasks.records.access_log import AccessLog
+from asr_tasks.records.anchors import Anchor, write_anchor
 from asr_tasks.records.ledger import open_ledger
+from asr_tasks.records.locking import record_locks
 from asr_tasks.records.teams import configured_teams
 from asr_tasks.states import RecordingState
 from asr_tasks.templates import render
@@ -94,11 +96,12 @@ def report_html(result: AuditResult, search_url: str, opened: list[dict[str, Any
                   links=day_links(result.call_date, search_url))
 
 
-def report_json(result: AuditResult, opened: list[dict[str, Any]]) -> dict[str, Any]:
+def report_json(result: AuditResult, opened: list[dict[str, Any]], anchor: Anchor | None) -> dict[str, Any]:
     """What ``stored_audit`` and the app read back: the summary, the findings, the calls' tags, the redaction, who
-    opened what."""
+    opened what; and the access log's anchor as the audit found it (``anchors.py``)."""
     return {"summary": result.summary(), "findings": [f.to_dict() for f in result.findings], "tags": result.tags,
-            "redaction": result.redaction.to_dict() if result.redaction else None, "opened": opened}
+            "redaction": result.redaction.to_dict() if result.redaction else None, "opened": opened,
+            "access_log_anchor": anchor.to_dict() if anchor else None}
 
 
 def scores_json(result: AuditResult) -> dict[str, Any]:
@@ -160,10 +163,11 @@ def run_audit(call_date: str, rules: RuleSet, index: TranscriptIndex, store: Obj
     write_day_calls(store, settings, call_date, day_calls(result, transcripts, scores, dismissed_ids))
     reports, search_url = DayReports(call_date), settings.web.search_url
     opened = opened_on(call_date, settings)
+    anchor = write_anchor(access, store, artefacts.bucket, record_locks(store, settings.storage))
     store.put_bytes(artefacts.bucket, reports.audit("html"), report_html(result, search_url, opened).encode())
     store.put_bytes(artefacts.bucket, reports.audit("csv"), report_csv(result, search_url).encode())
     store.put_bytes(artefacts.bucket, reports.audit("json"),
-                    json.dumps(report_json(result, opened), ensure_ascii=False, indent=1).encode())
+                    json.dumps(report_json(result, opened, anchor), ensure_ascii=False, indent=1).encode())
     store.put_bytes(artefacts.bucket, reports.scores, json.dumps(scores_json(result), ensure_ascii=False).encode())
     return result
 

@@ -18,6 +18,7 @@ from asr_tasks.cli.console import print_json
 from asr_tasks.cli.options import Checked
 from asr_tasks.config import get_settings
 from asr_tasks.inputs import calendar_day, day_range
+from asr_tasks.records.access_log import ACTIONS
 from asr_tasks.records.reasons import REASONS
 
 
@@ -33,13 +34,16 @@ def _parts() -> tuple[Any, ...]:
 
 
 def _holds() -> Any:
-    """The legal holds alone: placing, listing or releasing one needs neither the store nor the index."""
+    """The legal holds: placing, listing or releasing one needs no index (and the store only to lock objects)."""
+    from asr_tasks.intake.stores import open_store
     from asr_tasks.records.access_log import AccessLog
     from asr_tasks.records.holds import Holds
     from asr_tasks.records.ledger import open_ledger
+    from asr_tasks.records.locking import record_locks
 
-    ledger = open_ledger(get_settings().ledger)
-    return Holds(ledger, AccessLog(ledger))
+    settings = get_settings()
+    ledger = open_ledger(settings.ledger)
+    return Holds(ledger, AccessLog(ledger), record_locks(open_store(settings.storage), settings.storage))
 
 
 def cmd_erase(args: argparse.Namespace) -> int:
@@ -123,10 +127,13 @@ def cmd_access_log(args: argparse.Namespace) -> int:
 
     since, until = args.since, args.until
     day_range(since, until, "--since", "--until")
-    entries = AccessLog(open_ledger(get_settings().ledger)).entries(
-        since=datetime.fromisoformat(since).replace(tzinfo=timezone.utc) if since else None,
-        until=(datetime.fromisoformat(until).replace(tzinfo=timezone.utc) + timedelta(days=1)) if until else None,
-        user=args.user, recording_id=args.recording, actions=tuple(args.action or ()))
+    first = datetime.fromisoformat(since).replace(tzinfo=timezone.utc) if since else None
+    end = (datetime.fromisoformat(until).replace(tzinfo=timezone.utc) + timedelta(days=1)) if until else None
+    access = AccessLog(open_ledger(get_settings().ledger))
+    if args.verify:
+        return _verify_access_log(access, first, end, args.json)
+    entries = access.entries(since=first, until=end, user=args.user, recording_id=args.recording,
+                             actions=tuple(args.action or ()))
     if args.json:
         print_json([e.to_dict() for e in entries])
         return 0
@@ -139,6 +146,33 @@ def cmd_access_log(args: argparse.Namespace) -> int:
     if not entries:
         print("no access recorded for that choice", file=sys.stderr)
     return 0
+
+
+def _verify_access_log(access: Any, since: datetime | None, until: datetime | None, as_json: bool) -> int:
+    """The chain recomputed over the range, and every anchor kept of it checked: 0 when both hold."""
+    from asr_tasks.intake.stores import open_store
+    from asr_tasks.records.anchors import stored_anchors, unmatched
+
+    settings = get_settings()
+    check = access.verify(since, until)
+    anchors = stored_anchors(open_store(settings.storage), settings.storage.artefacts_bucket)
+    # the anchors of the rows checked (to the end of the log, when no --to: those past its end are cut-off rows)
+    anchors = [a for a in anchors if (since is None or (check.first_id is not None and a.id >= check.first_id))
+               and (until is None or (check.last_id is not None and a.id <= check.last_id))]
+    problems = unmatched(access, anchors)
+    if as_json:
+        print_json({**check.to_dict(), "anchors": len(anchors), "anchor_problems": problems})
+    elif check.broken is not None:
+        print(f"access log: row {check.broken.id} ({check.broken.at}) does not match: {check.broken.why}; "
+              f"{check.checked} rows before it checked")
+    else:
+        print(f"access log: {check.checked} rows checked, the chain holds"
+              + (f" (last row {check.last_id}, hash {check.last_hash})" if check.last_id is not None else ""))
+    if not as_json:
+        print(f"anchors: {len(anchors) - len(problems)} of {len(anchors)} match")
+        for problem in problems:
+            print(f"anchor: {problem}")
+    return 0 if check.intact and not problems else 1
 
 
 def cmd_roles(args: argparse.Namespace) -> int:
@@ -191,12 +225,17 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_retention)
 
-    p = sub.add_parser("access-log", help="who searched, played, exported, erased or held what")
-    p.add_argument("--since", action=Checked, check=calendar_day, help="YYYY-MM-DD")
-    p.add_argument("--until", action=Checked, check=calendar_day, help="YYYY-MM-DD (that day included)")
+    p = sub.add_parser("access-log", help="who searched, played, exported, erased or held what; --verify: whether "
+                                          "it is as it was written")
+    p.add_argument("--since", "--from", dest="since", action=Checked, check=calendar_day, help="YYYY-MM-DD")
+    p.add_argument("--until", "--to", dest="until", action=Checked, check=calendar_day,
+                   help="YYYY-MM-DD (that day included)")
     p.add_argument("--user")
     p.add_argument("--recording", help="a recording id")
-    p.add_argument("--action", action="append", help="search, play, export, erase, hold, release (repeatable)")
+    p.add_argument("--action", action="append", choices=ACTIONS, help="repeatable")
+    p.add_argument("--verify", action="store_true",
+                   help="recompute the hash chain (of the days chosen) and check the stored anchors; names the first "
+                        "row that does not match (exit 1)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_access_log)
 

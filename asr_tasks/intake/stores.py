@@ -71,7 +71,8 @@ class ObjectStore(Protocol):
     def put_file(self, bucket: str, key: str, path: Path) -> None: ...
 
     def delete(self, bucket: str, key: str) -> None:
-        """Remove the object; removing one that is not there is not an error (an erasure may run twice)."""
+        """Remove the object, every version of it where the bucket keeps versions; removing one that is not
+        there is not an error (an erasure may run twice)."""
         ...
 
     def local_copy(self, bucket: str, key: str) -> AbstractContextManager[Path]: ...
@@ -83,6 +84,10 @@ class ObjectStore(Protocol):
     def stream(self, bucket: str, key: str, start: int, length: int) -> Iterator[bytes]:
         """``length`` bytes of the object from ``start``, in chunks: a part of a recording as a player asks for it."""
         ...
+
+
+class ObjectLocked(PermissionError):
+    """The store refused to delete an object: a legal hold or a retention stands on it."""
 
 
 class LocalStore:
@@ -261,7 +266,8 @@ class MinioStore:
     to a temporary file under ``work_dir``, and uploads create a missing bucket.
     """
 
-    def __init__(self, config: MinioConfig, work_dir: Path, retries: int = 5, backoff_seconds: float = 0.5) -> None:
+    def __init__(self, config: MinioConfig, work_dir: Path, retries: int = 5, backoff_seconds: float = 0.5,
+                 object_lock: bool = False) -> None:
         import certifi
         import urllib3
         from minio import Minio
@@ -287,11 +293,13 @@ class MinioStore:
         self.work_dir = Path(work_dir)
         self.retries = retries
         self.backoff_seconds = backoff_seconds
+        self.object_lock = object_lock  # buckets it creates have object locking (and so keep versions)
 
     def _retrying(self, what: str) -> tenacity.Retrying:
         return retry.policy(what, is_transient, self.retries, self.backoff_seconds, logger=log)
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    def call(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn`` retried on transient errors (what the lock calls of ``locks.py`` go through too)."""
         return self._retrying(what)(fn)
 
     def _objects(self, bucket: str, prefix: str) -> Iterator[Any]:
@@ -325,7 +333,7 @@ class MinioStore:
         from minio.error import S3Error
 
         try:
-            obj = self._call(f"stat {bucket}/{key}", lambda: self.client.stat_object(bucket, key))
+            obj = self.call(f"stat {bucket}/{key}", lambda: self.client.stat_object(bucket, key))
         except S3Error as exc:
             if exc.code in _MISSING:
                 return None
@@ -347,7 +355,7 @@ class MinioStore:
                 response.release_conn()
 
         with _missing_as_file_not_found(bucket, key):
-            return self._call(f"get {bucket}/{key}", get)
+            return self.call(f"get {bucket}/{key}", get)
 
     def put_bytes(self, bucket: str, key: str, data: bytes) -> None:
         self._put(bucket, key, lambda: self.client.put_object(bucket, key, io.BytesIO(data), len(data)))
@@ -356,30 +364,50 @@ class MinioStore:
         self._put(bucket, key, lambda: self.client.fput_object(bucket, key, str(path)))
 
     def delete(self, bucket: str, key: str) -> None:
+        """Every version of the object and its delete markers (a versioned bucket, as object locking makes one,
+        keeps the data under a plain delete); a governance retention is ended, a legal hold or a compliance
+        retention refuses (``ObjectLocked``)."""
+        from minio.deleteobjects import DeleteObject
+
+        found = [DeleteObject(key, None if obj.version_id in (None, "null") else obj.version_id)
+                 for obj in self.versions(bucket, key)]
+        refused = self.call(f"delete {bucket}/{key}", lambda: [
+            e for e in self.client.remove_objects(bucket, found, bypass_governance_mode=True)
+            if e.code not in _MISSING])
+        if refused:
+            raise ObjectLocked(f"{bucket}/{key}: MinIO refused to delete it ({refused[0].code}: {refused[0].message})")
+
+    def versions(self, bucket: str, key: str) -> tuple[Any, ...]:
+        """Every version and delete marker of exactly this key (none: no such key, or no bucket)."""
         from minio.error import S3Error
 
+        def listed() -> tuple[Any, ...]:
+            return tuple(obj for obj in self.client.list_objects(bucket, prefix=key, include_version=True)
+                         if obj.object_name == key)
+
         try:
-            self._call(f"delete {bucket}/{key}", lambda: self.client.remove_object(bucket, key))
+            return self.call(f"list the versions of {bucket}/{key}", listed)
         except S3Error as exc:
             if exc.code not in _MISSING:
                 raise
+            return ()
 
     def _put(self, bucket: str, key: str, upload: Callable[[], Any]) -> None:
         from minio.error import S3Error
 
         try:
-            self._call(f"put {bucket}/{key}", upload)
+            self.call(f"put {bucket}/{key}", upload)
         except S3Error as exc:
             if exc.code != "NoSuchBucket":
                 raise
             self._make_bucket(bucket)
-            self._call(f"put {bucket}/{key}", upload)
+            self.call(f"put {bucket}/{key}", upload)
 
     def _make_bucket(self, bucket: str) -> None:
         from minio.error import S3Error
 
         try:
-            self._call(f"create bucket {bucket}", lambda: self.client.make_bucket(bucket))
+            self.call(f"create bucket {bucket}", lambda: self.client.make_bucket(bucket, object_lock=self.object_lock))
         except S3Error as exc:
             if exc.code not in {"BucketAlreadyOwnedByYou", "BucketAlreadyExists"}:
                 raise
@@ -391,7 +419,7 @@ class MinioStore:
         with tempfile.TemporaryDirectory(dir=self.work_dir, prefix="download-") as tmp:
             path = Path(tmp) / (key.rsplit("/", 1)[-1] or "object")
             with _missing_as_file_not_found(bucket, key):
-                self._call(f"download {bucket}/{key}", lambda: self.client.fget_object(bucket, key, str(path)))
+                self.call(f"download {bucket}/{key}", lambda: self.client.fget_object(bucket, key, str(path)))
             yield path
 
     def head(self, bucket: str, key: str, length: int) -> bytes:
@@ -404,11 +432,11 @@ class MinioStore:
                 answer.release_conn()
 
         with _missing_as_file_not_found(bucket, key):
-            return self._call(f"read the head of {bucket}/{key}", read)
+            return self.call(f"read the head of {bucket}/{key}", read)
 
     def stream(self, bucket: str, key: str, start: int, length: int) -> Iterator[bytes]:
         with _missing_as_file_not_found(bucket, key):
-            answer = self._call(f"read {bucket}/{key}", lambda: self.client.get_object(bucket, key, offset=start,
+            answer = self.call(f"read {bucket}/{key}", lambda: self.client.get_object(bucket, key, offset=start,
                                                                                         length=length))
         try:
             yield from answer.stream(CHUNK_BYTES)
@@ -464,6 +492,6 @@ def open_store(settings: StorageSettings, minio: MinioConfig | None = None) -> O
         return LocalStore(settings.path("store_root"))
     if settings.store_backend == "minio":
         return MinioStore(minio or minio_config(settings), settings.path("work_dir"),
-                          settings.store_retries, settings.store_retry_backoff_seconds)
+                          settings.store_retries, settings.store_retry_backoff_seconds, settings.object_lock)
     raise ValueError(f"unknown store_backend {settings.store_backend!r} (supported: local, minio)")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from asr_tasks.config import Settings
@@ -14,8 +15,9 @@ from asr_tasks.intake.artefacts import Artefacts
 from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.pipeline.results import StageResult
 from asr_tasks.records.access_log import AccessLog
-from asr_tasks.records.holds import Holds
-from asr_tasks.records.ledger import open_ledger
+from asr_tasks.records.holds import Hold, Holds
+from asr_tasks.records.ledger import Ledger, open_ledger
+from asr_tasks.records.locking import RecordLocks, record_locks
 from asr_tasks.states import FINAL_STATES, NOT_CURRENT_STATES, RecordingState
 from asr_tasks.text.masking import configured_policy, remask
 from asr_tasks.version import RecordingVersion
@@ -36,6 +38,7 @@ def index_results(
     """
     artefacts = Artefacts.of(store, settings)
     ledger = open_ledger(settings.ledger)
+    sealing = Sealing.of(store, settings, ledger)
     counts: Counter[str] = Counter()
     rows: list[dict[str, Any]] = []
     for result in results:
@@ -51,6 +54,7 @@ def index_results(
             quarantine = artefacts.quarantine(result.version)
             index.record_quarantine(quarantine)
             ledger.advance(result.recording_id, RecordingState.QUARANTINED, reason=quarantine.reason)
+            sealing.seal(result.recording_id)
             ledger.timed(result.recording_id, "index", time.monotonic() - started)
             counts[RecordingState.QUARANTINED] += 1
             continue
@@ -60,12 +64,34 @@ def index_results(
             counts[UNCHANGED] += 1
             continue
         index.replace_recording(transcript)
+        sealing.seal(result.recording_id)
         ledger.advance(result.recording_id, transcript.state, reason=transcript.reason, stage="index",
                        seconds=time.monotonic() - started, segments=len(transcript.segments))
         counts[transcript.state] += 1
     if counts.keys() - {UNCHANGED, *NOT_CURRENT_STATES}:
         write_reports(rows, artefacts, settings.quality)
     return {str(state): n for state, n in counts.items()}
+
+
+@dataclass
+class Sealing:
+    """With object locking, each recording's objects retained and held as the ledger says (``locking.py``), once
+    its artefacts are all written."""
+
+    locks: RecordLocks | None
+    holds: Holds
+    active: list[Hold]
+
+    @classmethod
+    def of(cls, store: ObjectStore, settings: Settings, ledger: Ledger) -> Sealing:
+        locks = record_locks(store, settings.storage)
+        holds = Holds(ledger, AccessLog(ledger), locks)
+        return cls(locks, holds, holds.listed() if locks is not None else [])
+
+    def seal(self, recording_id: str) -> None:
+        if self.locks is not None:
+            for row in self.holds.ledger.versions([recording_id]):
+                self.locks.seal(row, held=self.holds.holding(row, self.active) is not None)
 
 
 def reindex_day(call_date: str, store: ObjectStore, index: TranscriptIndex, settings: Settings) -> dict[str, int]:

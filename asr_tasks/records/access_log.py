@@ -3,6 +3,8 @@
 Rows are appended to ``access_log`` in the ledger's database and never changed:
 this module has no path that updates or deletes one, and the database refuses
 both (triggers; on PostgreSQL the pipeline's role also lacks the privileges).
+Each row is chained to the one before it by its hash (``chain.py``), so what a
+database owner changes behind the triggers' back shows in ``verify``.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 
 from asr_tasks.config import Settings
 from asr_tasks.records.ledger import Ledger, as_utc, open_ledger
-from asr_tasks.records.tables import access_log
+from asr_tasks.records.chain import GENESIS, Break, first_break, row_hash
+from asr_tasks.records.tables import access_log, access_log_head
 from asr_tasks.text.masking import configured_policy
 from asr_tasks.text.pii import mask_text
 from asr_tasks.text.pii_policy import Policy
@@ -46,9 +49,31 @@ class AccessEntry:
     filters: dict[str, Any] | None = None
     hits: int | None = None
     detail: str | None = None
+    id: int | None = None  # the row's place in the chain
+    row_hash: str | None = None  # its SHA-256, chained to the row before it
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class ChainCheck:
+    """What ``verify`` found: the rows checked (from ``first_id``; None: the first), the last row's id and hash,
+    and the first break, if any."""
+
+    first_id: int | None
+    checked: int
+    last_id: int | None
+    last_hash: str
+    broken: Break | None
+
+    @property
+    def intact(self) -> bool:
+        return self.broken is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"first_id": self.first_id, "checked": self.checked, "last_id": self.last_id, "last_hash": self.last_hash,
+                "intact": self.intact, "broken": self.broken.to_dict() if self.broken else None}
 
 
 class AccessLog:
@@ -69,11 +94,50 @@ class AccessLog:
         if self.policy is not None:  # what a person typed: the query and the filters (the detail is the app's own)
             query = mask_text(query, self.policy) if query else query
             kept = {k: _masked(v, self.policy) for k, v in kept.items()}
+        filters_text = json.dumps(kept, ensure_ascii=False, sort_keys=True) if kept else None
         with self.engine.begin() as db:
+            # the head row first: it locks out other appenders until this row is in, chained to the last one
+            db.execute(update(access_log_head).where(access_log_head.c.id == 1)
+                       .values(appended=access_log_head.c.appended + 1))
+            prev = db.execute(select(access_log.c.row_hash).order_by(access_log.c.id.desc()).limit(1)).scalar()
+            prev = prev or GENESIS
+            at = datetime.now(timezone.utc)
             db.execute(insert(access_log).values(
-                at=datetime.now(timezone.utc), user=user, action=action, recording_id=recording_id, query=query,
-                filters=json.dumps(kept, ensure_ascii=False, sort_keys=True) if kept else None, hits=hits,
-                detail=detail))
+                at=at, user=user, action=action, recording_id=recording_id, query=query, filters=filters_text,
+                hits=hits, detail=detail, prev_hash=prev,
+                row_hash=row_hash(prev, at, user, action, recording_id, query, filters_text, hits, detail)))
+
+    def verify(self, since: datetime | None = None, until: datetime | None = None) -> ChainCheck:
+        """Recompute the chain over the rows logged from ``since`` to before ``until`` (all by default), starting
+        from the stored hash of the row before the first; names the first row that does not match."""
+        t = access_log
+        first = last = None
+        with self.engine.connect() as db:
+            if since is not None:
+                first = db.execute(select(t.c.id).where(t.c.at >= since).order_by(t.c.id).limit(1)).scalar()
+            if until is not None:
+                last = db.execute(select(t.c.id).where(t.c.at < until).order_by(t.c.id.desc()).limit(1)).scalar()
+            before = None
+            if first is not None:
+                before = db.execute(select(t.c.id, t.c.row_hash).where(t.c.id < first).order_by(t.c.id.desc())
+                                    .limit(1)).first()
+            rows = select(t).order_by(t.c.id)
+            if since is not None:
+                rows = rows.where(t.c.id >= (first if first is not None else 1 << 62))
+            if until is not None:
+                rows = rows.where(t.c.id <= (last if last is not None else -1))
+            stream = db.execution_options(yield_per=5000).execute(rows)
+            broken, checked, last_id, last_hash = first_break(
+                stream, before.row_hash if before is not None else GENESIS, before.id if before is not None else None)
+        return ChainCheck(first, checked, last_id, last_hash, broken)
+
+    def last(self) -> AccessEntry | None:
+        """The newest row: what an anchor keeps of the log as it stands."""
+        with self.engine.connect() as db:
+            row = db.execute(select(access_log.c.id, access_log.c.at, access_log.c.row_hash)
+                             .order_by(access_log.c.id.desc()).limit(1)).first()
+        return None if row is None else AccessEntry(at=as_utc(row.at).isoformat(timespec="microseconds"), user="",
+                                                    action="", id=row.id, row_hash=row.row_hash)
 
     def entries(self, since: datetime | None = None, until: datetime | None = None, user: str | None = None,
                 recording_id: str | None = None, actions: tuple[str, ...] = (),
@@ -100,7 +164,8 @@ class AccessLog:
             rows = db.execute(query).all()
         return [AccessEntry(at=as_utc(r.at).isoformat(timespec="seconds"), user=r.user, action=r.action,
                             recording_id=r.recording_id, query=r.query,
-                            filters=json.loads(r.filters) if r.filters else None, hits=r.hits, detail=r.detail)
+                            filters=json.loads(r.filters) if r.filters else None, hits=r.hits, detail=r.detail,
+                            id=r.id, row_hash=r.row_hash)
                 for r in rows]
 
 

@@ -30,6 +30,7 @@ from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.holds import Hold, Holds
 from asr_tasks.records.ledger import Ledger
+from asr_tasks.records.locking import record_locks
 from asr_tasks.records.tables import recordings
 from asr_tasks.records.reasons import REASONS
 from asr_tasks.states import NOT_CURRENT_STATES, RecordingState
@@ -94,7 +95,8 @@ class Eraser:
     def __init__(self, settings: Settings, ledger: Ledger, store: ObjectStore, index: TranscriptIndex,
                  access: AccessLog) -> None:
         self.settings, self.ledger, self.store, self.index, self.access = settings, ledger, store, index, access
-        self.holds = Holds(ledger, access)
+        self.locks = record_locks(store, settings.storage)
+        self.holds = Holds(ledger, access, self.locks)
 
     def erase(self, keys: dict[tuple[str, str], list[dict[str, Any]]], reason: str, user: str) -> ErasureResult:
         """Erase the keys for ``reason`` (a code of ``REASONS``), and first finish every erasure a crash cut
@@ -113,8 +115,9 @@ class Eraser:
             resumed = (bucket, key) in pending
             hold = None if resumed else self._hold(versions, active)  # begun before a hold: finished
             if hold is not None:
-                result.held.append((key, hold.describe()))
-                log.info("recording %s: not erased, under legal hold %d", versions[-1]["recording_id"], hold.id)
+                why = hold if isinstance(hold, str) else hold.describe()
+                result.held.append((key, why))
+                log.info("recording %s: not erased: %s", versions[-1]["recording_id"], why)
                 continue
             if not resumed:
                 self.ledger.erasing([row["recording_id"] for row in versions], user, reason)
@@ -137,8 +140,12 @@ class Eraser:
         self.ledger.erased([row["recording_id"] for row in gone])
         return result
 
-    def _hold(self, versions: list[dict[str, Any]], active: list[Hold]) -> Hold | None:
-        return next((h for row in versions if (h := self.holds.holding(row, active)) is not None), None)
+    def _hold(self, versions: list[dict[str, Any]], active: list[Hold]) -> Hold | str | None:
+        """The hold that keeps the key, or why the store would refuse to erase it (object locking)."""
+        hold = next((h for row in versions if (h := self.holds.holding(row, active)) is not None), None)
+        if hold is None and self.locks is not None:
+            return next((why for row in versions if (why := self.locks.kept(row)) is not None), None)
+        return hold
 
     def _remove(self, bucket: str, key: str, versions: list[dict[str, Any]]) -> None:
         """The key's index documents, the reviews of its findings, every version's artefacts and, with

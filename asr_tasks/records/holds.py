@@ -3,7 +3,9 @@ replace: a new model or pipeline version, new content under the key and ``asr re
 
 A hold covers one object key, an agent's or a customer's calls, or the calls of
 a range of days; it stands until released, and both are kept (who, when, why)
-in the ledger's database and written to the access log.
+in the ledger's database and written to the access log. With ``object_lock``
+on, MinIO's own legal hold follows it on every object of the calls it covers
+(``locking.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from sqlalchemy import insert, select, update
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.models import Recording
 from asr_tasks.records.ledger import Ledger, as_utc, batches
+from asr_tasks.records.locking import RecordLocks
 from asr_tasks.records.tables import legal_holds, recordings
 from asr_tasks.states import NOT_CURRENT_STATES, RecordingState
 
@@ -103,10 +106,23 @@ class Waiting:
 class Holds:
     """The legal holds of one ledger database."""
 
-    def __init__(self, ledger: Ledger, access: AccessLog) -> None:
+    def __init__(self, ledger: Ledger, access: AccessLog, locks: RecordLocks | None = None) -> None:
         self.ledger = ledger
         self.engine = ledger.engine
         self.access = access
+        self.locks = locks  # MinIO's legal hold, where object locking is on
+
+    def covered(self, hold: Hold) -> list[dict[str, Any]]:
+        """The ledger's rows (every version not erased) that a hold covers."""
+        t = recordings
+        query = select(t).where(t.c.state != RecordingState.ERASED)
+        if hold.scope == "dates":
+            query = query.where(t.c.call_date >= (hold.date_from or ""), t.c.call_date <= (hold.date_to or "9999"))
+        else:
+            query = query.where({"key": t.c.key, "agent": t.c.agent_id, "customer": t.c.customer_id}[hold.scope]
+                                == hold.value)
+        with self.engine.connect() as db:
+            return [dict(row._mapping) for row in db.execute(query)]
 
     def sense(self, recs: Iterable[Recording], model: str, pipeline_version: str) -> set[str]:
         """A day's listing recorded (``Ledger.sensed``) as the holds in force (read once) allow; returns the ids
@@ -185,6 +201,8 @@ class Holds:
                 held_at=datetime.now(timezone.utc)).returning(legal_holds.c.id)).scalar_one()
         hold = self.get(int(hold_id))
         self.access.append(user, "hold", detail=hold.logged())
+        if self.locks is not None:
+            self.locks.hold(self.covered(hold), True)
         return hold
 
     def release(self, hold_id: int, why: str, user: str) -> Hold:
@@ -197,6 +215,9 @@ class Holds:
             db.execute(update(legal_holds).where(legal_holds.c.id == hold_id, legal_holds.c.released_at.is_(None))
                        .values(released_by=user, released_at=datetime.now(timezone.utc), release_why=why))
         self.access.append(user, "release", detail=f"{hold.logged()} released")
+        if self.locks is not None:
+            still = self.listed()
+            self.locks.hold([row for row in self.covered(hold) if self.holding(row, still) is None], False)
         return self.get(hold_id)
 
     def forget(self, keys: set[str], customers: set[str]) -> None:

@@ -264,7 +264,8 @@ class Ledger:
         t = recordings
         with self.engine.connect() as db:
             for batch in batches(recording_ids):
-                query = select(t.c.recording_id, t.c.bucket, t.c.key, t.c.etag, t.c.size, t.c.call_date).where(
+                query = select(t.c.recording_id, t.c.bucket, t.c.key, t.c.etag, t.c.size, t.c.call_date,
+                               t.c.agent_id, t.c.customer_id).where(
                     t.c.recording_id.in_(batch))
                 found.update({row.recording_id: dict(row._mapping) for row in db.execute(query)})
         return [found[rid] for rid in recording_ids if rid in found]

@@ -23,6 +23,7 @@ from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.erasure import Eraser, versions_of
 from asr_tasks.records.ledger import Ledger
+from asr_tasks.records.locking import rule_for
 from asr_tasks.records.tables import recordings
 from asr_tasks.states import RecordingState
 
@@ -41,12 +42,6 @@ class RetentionRun:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def rule_for(bucket: str, key: str, rules: dict[str, int]) -> tuple[str, int] | None:
-    """The rule that decides a key's retention: the longest ``bucket/prefix`` it falls under."""
-    matching = [(where, days) for where, days in rules.items() if f"{bucket}/{key}".startswith(where)]
-    return max(matching, key=lambda rule: len(rule[0])) if matching else None
 
 
 def expired_batch(ledger: Ledger, rules: dict[str, int], today: date, after: tuple[str, str] | None,

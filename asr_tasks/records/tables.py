@@ -66,6 +66,16 @@ access_log = Table(
     Column("filters", Text),
     Column("hits", Integer),
     Column("detail", Text),
+    # the hash chain (revision 0009, ``chain.py``): the row before's hash and this row's
+    Column("prev_hash", String(64)),
+    Column("row_hash", String(64)),
+)
+# One row that every appender updates first: appenders take turns, so each row is chained to the one before it.
+access_log_head = Table(
+    "access_log_head",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("appended", BigInteger, nullable=False),
 )
 Index("access_log_at", access_log.c.at)
 Index("access_log_user_at", access_log.c.user, access_log.c.at)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from asr_tasks.records.erasure import Eraser, select_keys
 from asr_tasks.records.holds import HoldError, Holds, Scope
+from asr_tasks.records.locking import record_locks
 from asr_tasks.records.reasons import Reason as ErasureReason
 from asr_tasks.web.deps import Access, AppLedger, AppSettings, IndexOpener, StoreOpener, User
 from asr_tasks.web.door import CallDoor
@@ -50,9 +51,9 @@ class EraseRequest(BaseModel):
     reason: ErasureReason
 
 
-def ledger_holds(ledger: AppLedger, access: Access) -> Holds:
-    """The ledger's legal holds, which log what is placed and released."""
-    return Holds(ledger, access)
+def ledger_holds(ledger: AppLedger, access: Access, settings: AppSettings, store: StoreOpener) -> Holds:
+    """The ledger's legal holds, which log what is placed and released (and set MinIO's, with object locking)."""
+    return Holds(ledger, access, record_locks(store(), settings.storage))
 
 
 LegalHolds = Annotated[Holds, Depends(ledger_holds)]
