@@ -153,7 +153,17 @@ def check_transcribe(r: Report) -> None:
                     r["transcribe_audio_s_per_wall_s"], r["model_load_wall_s"], r["peak_rss_mib"])
 
 
+def check_access_log(r: Report) -> None:
+    assert r["rows"] == 200
+    for backend in ("sqlite", "postgresql"):
+        b = r[backend]
+        assert b["intact"] is True
+        assert positive(b["chained_ms_per_append"], b["plain_ms_per_append"], b["four_processes_rows_per_s"],
+                        b["verify_rows_per_s"])
+
+
 CASES: dict[str, tuple[str | None, Callable[[Report], None]]] = {  # script: (a test server it needs, checks)
+    "access_log.py": ("postgres_server", check_access_log),
     "asr_engines.py": (None, check_asr_engines),
     "call_page.py": (None, check_call_page),
     "layout.py": (None, check_layout),
@@ -172,6 +182,7 @@ CASES: dict[str, tuple[str | None, Callable[[Report], None]]] = {  # script: (a 
     "transcribe.py": (None, check_transcribe),
 }
 DOCUMENTED = {  # the top-level keys each script's docstring lists
+    "access_log.py": {"rows", "sqlite", "postgresql"},
     "asr_engines.py": {"corpus", "engine", "model_load_s", "naive_audio_s_per_wall_s", "batched_audio_s_per_wall_s",
                        "batched_over_naive", "batched_over_naive_total", "wer_naive", "wer_batched", "packing",
                        "blocks", "batch_size_sweep"},
