@@ -20,6 +20,8 @@ from asr_tasks.config import PROJECT_ROOT, Settings
 from asr_tasks.index.sqlite import SqliteIndex
 from asr_tasks.intake.stores import LocalStore, put_json
 from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
+from asr_tasks.records.access_log import AccessLog
+from asr_tasks.records.anchors import stored_anchors
 from asr_tasks.records.ledger import open_ledger
 from asr_tasks.text.pii_policy import load_policy
 from asr_tasks.version import DayReports, RecordingVersion, model_tag
@@ -146,6 +148,20 @@ def test_audit_stores_findings_and_writes_reports(settings: Settings, tmp_path: 
     assert "promise-of-return" in report and "AG-1" in report and "pii.wav @ 80.0 s" in report
     csv_rows = store.get_bytes(bucket, f"reports/qa/{DAY}/qa-audit.csv").decode().splitlines()
     assert len(csv_rows) == 1 + len(PLANTED) and "http://localhost:8091/call/" in csv_rows[1]  # each finding opens its call page
+
+
+def test_the_audit_anchors_the_access_log_in_its_report_and_an_object(settings: Settings) -> None:
+    index = _record_day(settings)
+    store = LocalStore(settings.storage.path("store_root"))
+    log = AccessLog(open_ledger(settings.ledger))
+    log.append("auditor", "search", query="收益", hits=1)
+    run_audit(DAY, load_rule_set(RULES), index, store, settings)
+    bucket = settings.storage.artefacts_bucket
+    anchor = json.loads(store.get_bytes(bucket, f"reports/qa/{DAY}/qa-audit.json"))["access_log_anchor"]
+    last = log.verify()
+    assert (anchor["id"], anchor["hash"]) == (last.last_id, last.last_hash)
+    assert [(a.id, a.hash) for a in stored_anchors(store, bucket)] == [(anchor["id"], anchor["hash"])]
+    assert anchor["hash"] in store.get_bytes(bucket, f"reports/qa/{DAY}/qa-audit.html").decode()
 
 
 def test_cli_refuses_a_broken_rule_set_and_audits_nothing(settings: Settings, tmp_path: Path) -> None:

@@ -284,7 +284,7 @@ def stored_audit(settings: Settings, store: LocalStore, findings: list[Finding])
     reports, bucket = DayReports(DAY), settings.storage.artefacts_bucket
     opened = [{"at": "2026-11-27T10:00:00+00:00", "user": "alice", "action": "read", "recording_id": "r1",
                "detail": "call page at 0.0 s"}]
-    store.put_bytes(bucket, reports.audit("html"), report_html(result, settings.web.search_url, opened).encode())
+    store.put_bytes(bucket, reports.audit("html"), report_html(result, settings.web.search_url, opened, None).encode())
     scores = [CallScore(f.recording_id, f.key, DAY, f.agent_id, "bank-call", {"no-promise-of-return": "no"},
                         {"no-promise-of-return": f"finding of {f.rule_id}"}, 0.0).to_dict()
               for f in {f.recording_id: f for f in findings}.values()]  # each call with a finding, scored

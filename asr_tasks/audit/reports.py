@@ -88,12 +88,13 @@ def report_csv(result: AuditResult, search_url: str) -> str:
     return buf.getvalue()
 
 
-def report_html(result: AuditResult, search_url: str, opened: list[dict[str, Any]]) -> str:
-    """The day's audit as a page: counts per rule and agent, each finding linked to its second, and who opened what."""
+def report_html(result: AuditResult, search_url: str, opened: list[dict[str, Any]], anchor: Anchor | None) -> str:
+    """The day's audit as a page: counts per rule and agent, each finding linked to its second, who opened what,
+    and the access log's anchor."""
     return render("qa_audit.html", day=result.call_date, summary=result.summary(),
                   findings=[(f, finding_link(f, search_url)) for f in result.findings], opened=opened,
                   redaction=result.redaction, missing=missing_links(result.redaction, search_url),
-                  links=day_links(result.call_date, search_url))
+                  links=day_links(result.call_date, search_url), anchor=anchor)
 
 
 def report_json(result: AuditResult, opened: list[dict[str, Any]], anchor: Anchor | None) -> dict[str, Any]:
@@ -164,7 +165,7 @@ def run_audit(call_date: str, rules: RuleSet, index: TranscriptIndex, store: Obj
     reports, search_url = DayReports(call_date), settings.web.search_url
     opened = opened_on(call_date, settings)
     anchor = write_anchor(access, store, artefacts.bucket, record_locks(store, settings.storage))
-    store.put_bytes(artefacts.bucket, reports.audit("html"), report_html(result, search_url, opened).encode())
+    store.put_bytes(artefacts.bucket, reports.audit("html"), report_html(result, search_url, opened, anchor).encode())
     store.put_bytes(artefacts.bucket, reports.audit("csv"), report_csv(result, search_url).encode())
     store.put_bytes(artefacts.bucket, reports.audit("json"),
                     json.dumps(report_json(result, opened, anchor), ensure_ascii=False, indent=1).encode())
