@@ -7,7 +7,9 @@ fill in fails it until it is taught how.
 
 from __future__ import annotations
 
+import io
 import json
+import wave
 from dataclasses import replace
 import re
 from pathlib import Path
@@ -38,7 +40,7 @@ RANGES = (None, "bytes=0-", "bytes=00-", "BYTES=0-", "bytes=-99999999", "bytes=1
           "items=0-9", "bytes=0-<script>")
 QUERIES = ({}, {"q": "country"}, {"q": "收益"}, {"recording_id": "{rid}"}, {"recording": "{rid}"},
            {"q": "country", "format": "json"}, {"include_released": "true"}, {"date_from": DAY, "date_to": DAY},
-           {"date": DAY})
+           {"date": DAY}, {"ids": "{rid}"})
 BODIES: dict[tuple[str, str], list[dict[str, Any]]] = {
     ("POST", "/api/holds"): [{"scope": "agent", "value": "AG-1004", "why": "litigation"}],
     ("POST", "/api/holds/{hold_id}/release"): [{"why": "case closed"}],
@@ -55,6 +57,17 @@ def markers(jfk: Path) -> list[str | bytes]:
     audio = jfk.read_bytes()
     return ["fellow Americans", "your country", "这款产品", "收益多少", "call_0005_jfk", "call_0009", "AG-1004", "AG-1001",
             audio[1000:1024], audio[-24:]]
+
+
+def buzz_wav() -> bytes:
+    """A tenth of a second of a buzz: audio of its own for a call, no run of bytes of the JFK recording's."""
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(8000)
+        w.writeframes(bytes(1 + n % 200 for n in range(1600)))
+    return out.getvalue()
 
 
 def filled(path: str, rid: str, fmt: str) -> str:
@@ -105,7 +118,8 @@ def test_no_route_answers_with_a_call_without_a_row_in_the_access_log(
     assert {path for _, path in served} >= {"/", "/api/search", "/audio/{recording_id}", "/call/{recording_id}",
                                             "/audio/{recording_id}/original", "/api/recordings/{recording_id}/unredacted",
                                             "/call/{recording_id}/transcript.{fmt}", "/api/export",
-                                            "/progress/day/{day}", "/api/holds", "/reviews", "/api/reviews"}
+                                            "/progress/day/{day}", "/api/holds", "/reviews", "/api/reviews",
+                                            "/api/produce.zip"}
 
 
 @pytest.mark.parametrize("header", ["bytes=0-", "bytes=-10", "bytes=1-,0-3", "bytes=2-1"])
@@ -158,6 +172,8 @@ def test_a_team_lead_reaches_no_call_of_another_team_by_any_route(
     score, a queue or an export. His own team's call he does reach (the test is not blind)."""
     index, store = world
     zh_rid = index.search("收益")[0].recording_id
+    # the retail call's rendition (the page plays it, a production holds it), which is not the JFK call's audio
+    store.put_bytes(settings.storage.artefacts_bucket, RecordingVersion(DAY, zh_rid, "1").redacted_audio, buzz_wav())
     open_ledger(settings.ledger).sensed([jfk_rec], "m", PIPELINE_VERSION)
     stored_audit(settings, store, [
         Finding(FINDING, "promise-of-return", "high", "", jfk_rec.recording_id, jfk_rec.key, DAY, "AG-1004", "agent",
@@ -201,7 +217,7 @@ def test_a_team_lead_reaches_no_call_of_another_team_by_any_route(
     assert reached >= {"/", "/api/search", "/call/{recording_id}", "/api/export", "/reports/qa/{day}", "/reviews",
                        "/trends", "/api/trends",
                        "/api/reviews", "/api/scores", "/call/{recording_id}/transcript.{fmt}",
-                       "/api/qa/{table}.{fmt}"}, reached
+                       "/api/qa/{table}.{fmt}", "/api/produce.zip"}, reached
     assert client.get(f"/call/{jfk_rec.recording_id}").status_code == 404  # unknown to him, not forbidden
     assert client.get(f"/audio/{jfk_rec.recording_id}").status_code == 404
     assert client.get("/progress").status_code == 403  # the whole backlog is a Call Reader's

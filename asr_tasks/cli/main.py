@@ -21,12 +21,12 @@ from urllib.parse import urlencode
 import yaml
 from rich.console import Console
 
-from asr_tasks.cli import airflow_shell, audit, backfill, progress, qa_export, records, review, scores, watch
+from asr_tasks.cli import airflow_shell, audit, backfill, produce, progress, qa_export, records, review, scores, watch
 from asr_tasks.cli.console import print_json, table
-from asr_tasks.cli.options import Checked, Parser, add_call_filters, commands, option
+from asr_tasks.cli.options import Checked, Parser, add_call_filters, commands, search_filters
 from asr_tasks.config import ConfigError, get_settings
-from asr_tasks.index.query import Filters, check_query, checked_filters
-from asr_tasks.inputs import DEFAULT_PAGE_SIZE, InputError, calendar_day, day_range, page_size, speaker_names, within
+from asr_tasks.index.query import Filters, check_query
+from asr_tasks.inputs import DEFAULT_PAGE_SIZE, InputError, calendar_day, day_range, page_size, within
 from asr_tasks.states import GateOutcome, RecordingState
 from asr_tasks.transcription.engine import ModelError
 
@@ -209,14 +209,6 @@ def cmd_pools(args: argparse.Namespace) -> int:
 def _format_highlight(text: str, tty: bool) -> str:
     on, off = ("\033[1m", "\033[0m") if tty else ("**", "**")
     return text.replace("<em>", on).replace("</em>", off)
-
-
-def search_filters(args: argparse.Namespace) -> Filters:
-    """The search's filters from its options, checked by the function that checks the API's parameters."""
-    filters = Filters(args.date_from, args.date_to, args.agent, args.speaker, args.quality,
-                      args.min_non_talk_share, args.min_agent_interruptions, args.min_customer_interruptions,
-                      args.rule, tuple(args.tag), args.sounds_like, args.min_score, args.max_score)
-    return checked_filters(filters, speaker_names(get_settings().audio), option)
 
 
 def nothing_indexed() -> str | None:
@@ -442,6 +434,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
     records.add_commands(sub)
+    produce.add_commands(sub)
     progress.add_commands(sub)
     backfill.add_commands(sub)
     return parser

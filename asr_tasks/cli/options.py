@@ -7,7 +7,9 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from asr_tasks.inputs import InputError
+from asr_tasks.config import get_settings
+from asr_tasks.index.query import Filters, checked_filters
+from asr_tasks.inputs import InputError, speaker_names
 from asr_tasks.states import GateOutcome
 
 
@@ -63,3 +65,11 @@ def add_call_filters(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-score", type=float, metavar="N", help="only calls whose scorecard score is at most N (0-100)")
     p.add_argument("--tag", action="append", default=[], metavar="TAG",
                    help="only calls the QA audit tagged TAG (complaint, ...); repeated: calls with every one")
+
+
+def search_filters(args: argparse.Namespace) -> Filters:
+    """The search's filters from its options, checked by the function that checks the API's parameters."""
+    filters = Filters(args.date_from, args.date_to, args.agent, args.speaker, args.quality,
+                      args.min_non_talk_share, args.min_agent_interruptions, args.min_customer_interruptions,
+                      args.rule, tuple(args.tag), args.sounds_like, args.min_score, args.max_score)
+    return checked_filters(filters, speaker_names(get_settings().audio), option)

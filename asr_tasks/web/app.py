@@ -38,6 +38,7 @@ from asr_tasks.web.routers import (
     audio,
     call,
     exports,
+    production,
     progress,
     records,
     reports,
@@ -50,8 +51,8 @@ from asr_tasks.web.routers import (
 )
 
 # Each router's routes ask for its PERMISSION.
-ROUTERS = (search, audio, unredacted, access_log, call, exports, progress, records, reports, watches, reviews,
-           scores, trends)
+ROUTERS = (search, audio, unredacted, access_log, call, exports, production, progress, records, reports, watches,
+           reviews, scores, trends)
 
 
 def security_headers(nonce: str) -> dict[str, str]:

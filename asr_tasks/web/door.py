@@ -11,7 +11,8 @@ object under its key is no longer the version that was indexed: 409), and
 writes one access-log row per request before anything goes out, naming what
 was served (which bytes of which rendition, from which second; which page). A Team Lead's door opens onto
 their teams' calls only (``scope.py``): another team's call is unknown to it.
-``tests/test_door.py`` calls every route of the app and fails when one answers
+A production (``records/production.py``: ``asr produce`` and the page's zip) takes its calls through a door
+too, and logs each call it writes. ``tests/test_door.py`` calls every route of the app and fails when one answers
 with a call's content and no row.
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
@@ -31,9 +33,11 @@ from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.models import Segment
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.ledger import Ledger
+from asr_tasks.records.production import TEXT_FORMATS, Call, Refused
 from asr_tasks.records.teams import configured_teams
 from asr_tasks.states import RecordingState
 from asr_tasks.version import RecordingVersion
+from asr_tasks.web.call_page import export_transcript
 from asr_tasks.web.deps import Access, AppLedger, AppSettings, IndexOpener, StoreOpener, User, gone
 from asr_tasks.web.ranges import Unsatisfiable, part
 from asr_tasks.web.scope import ScopedIndex, scope_of
@@ -44,6 +48,9 @@ MAGIC: list[tuple[int, bytes, str]] = [
     (4, b"ftyp", "audio/mp4"), (0, b"#!AMR", "audio/amr"), (0, b"\x1a\x45\xdf\xa3", "audio/webm"),
     (0, b".snd", "audio/basic"), (8, b"AIFF", "audio/aiff"), (0, b"riff", "audio/wav"),  # Wave64
 ]
+# The file extension of each media type served, for a file named anew (a production's natives).
+EXTENSIONS = {"audio/wav": "wav", "audio/flac": "flac", "audio/ogg": "ogg", "audio/mpeg": "mp3", "audio/mp4": "m4a",
+              "audio/amr": "amr", "audio/webm": "webm", "audio/basic": "au", "audio/aiff": "aiff", "audio/aac": "aac"}
 
 
 def audio_media_type(head: bytes) -> str | None:
@@ -58,11 +65,24 @@ def audio_media_type(head: bytes) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Audio:
+    """Which audio of a recording is served: where it is stored, which rendition it is, its media type by its first
+    bytes, and its size."""
+
+    bucket: str
+    key: str
+    rendition: str
+    media_type: str
+    size: int
+
+
 @dataclass
 class Door:
-    """One request's way to a call's content: the signed-in user, the app's stores, and the access log."""
+    """One request's way to a call's content: the signed-in user, the app's stores, and the access log (a command
+    line's door has no request: ``asr produce``)."""
 
-    request: Request
+    request: Request | None
     user: str
     settings: Settings
     index: Callable[[], TranscriptIndex]
@@ -137,9 +157,11 @@ class Door:
         self.log("read", recording_id=recording_id, detail="unredacted transcript")
         return artefacts.unredacted(version).to_dict()
 
-    def audio(self, recording_id: str, t: float, *, original: bool) -> Response:
-        """The recording's audio as the page plays it (``original``: as uploaded), the bytes a Range asks for."""
-        rec = self.recording(recording_id)
+    def served(self, rec: dict[str, Any], *, original: bool) -> Audio:
+        """The recording's audio as the page plays it (``original``: as uploaded), checked: a quarantined upload,
+        a file that is not audio by its content, and an original re-uploaded since it was indexed are not
+        served."""
+        recording_id = rec["recording_id"]
         if rec.get("state") == RecordingState.QUARANTINED:
             raise HTTPException(status_code=404, detail=f"recording {recording_id} is quarantined: not served")
         bucket, key, rendition = (rec["bucket"], rec["key"], "original") if original else self.playable(rec)
@@ -156,19 +178,46 @@ class Door:
         if rendition != "redacted" and stored.etag != rec.get("etag"):  # the source, re-uploaded since
             raise HTTPException(status_code=409, detail=f"recording {recording_id}: the object stored under its key "
                                                         "is not the version that was indexed; not served")
-        size = stored.size
+        return Audio(bucket, key, rendition, media_type, stored.size)
+
+    def audio(self, recording_id: str, t: float, *, original: bool) -> Response:
+        """The recording's audio as the page plays it (``original``: as uploaded), the bytes a Range asks for."""
+        served = self.served(self.recording(recording_id), original=original)
+        size = served.size
         try:
-            sent = part(self.request.headers.get("range"), size)
+            sent = part(self.request.headers.get("range") if self.request else None, size)
         except Unsatisfiable as exc:
             raise HTTPException(status_code=416, detail=f"recording {recording_id}: {exc}",
                                 headers={"Content-Range": f"bytes */{size}"}) from exc
-        self.log("play", recording_id=recording_id, detail=f"{rendition} from {t:.1f} s, {sent.describe()}")
+        self.log("play", recording_id=recording_id, detail=f"{served.rendition} from {t:.1f} s, {sent.describe()}")
         headers = {"Content-Disposition": f'attachment; filename="{recording_id}"', "Accept-Ranges": "bytes",
                    "Content-Length": str(sent.length if size else 0)}
         if sent.ranged:
             headers["Content-Range"] = f"bytes {sent.start}-{sent.end}/{size}"
-        return StreamingResponse(store.stream(bucket, key, sent.start, sent.length if size else 0),
-                                 status_code=206 if sent.ranged else 200, media_type=media_type, headers=headers)
+        return StreamingResponse(self.store().stream(served.bucket, served.key, sent.start, sent.length if size else 0),
+                                 status_code=206 if sent.ranged else 200, media_type=served.media_type,
+                                 headers=headers)
+
+    def produced(self, recording_id: str, *, original: bool) -> Call:
+        """A call as a production takes it (``records/production.py``), unlogged (the production logs what it
+        wrote): its audio as the page plays it and its text as the transcript exports make it (``original``: as
+        uploaded, and as transcribed before masking where ``keep_unredacted`` kept it), both read when written;
+        or why not, as the page would answer (unknown, erased, a rendition not safe to serve)."""
+        try:
+            rec = self.recording(recording_id)
+            audio = self.served(rec, original=original)
+        except HTTPException as exc:
+            raise Refused(f"{exc.status_code} {exc.detail}") from exc
+        version, artefacts = self.artefacts(rec)
+        kept = original and artefacts.exists(version.unredacted(artefacts.model))
+        masked = not kept and artefacts.exists(version.gated(artefacts.model)) and bool(artefacts.gated(version).pii)
+
+        def texts() -> dict[str, str]:
+            segments = artefacts.unredacted(version).segments if kept else self.index().segments(recording_id)
+            return {fmt: export_transcript(fmt, rec, segments) for fmt in TEXT_FORMATS}
+
+        return Call(rec, texts, audio.rendition, EXTENSIONS[audio.media_type],
+                    partial(self.store().stream, audio.bucket, audio.key, 0, audio.size), masked)
 
 
 def door(request: Request, user: User, settings: AppSettings, index: IndexOpener, store: StoreOpener,

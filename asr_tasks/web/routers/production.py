@@ -1,0 +1,72 @@
+"""A production for e-discovery (``records/production.py``) as a download, for the export permission: the calls of
+a search, or chosen by id, as a zip of the package, built in a temporary folder that goes once it is sent. The
+calls come through the door, so a Team Lead's production holds their teams' calls only, and each call produced is
+an access-log row. The audio as uploaded and the text before masking need the unredacted permission too, and the
+calls' whole access history the access log's."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import zipfile
+from datetime import datetime, timezone
+from pathlib import Path
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.responses import FileResponse
+from starlette.background import BackgroundTask
+
+from asr_tasks.inputs import InputError
+from asr_tasks.records.permissions import PERMISSIONS
+from asr_tasks.records.production import BATES_PREFIX, LAST_BATES, Production, produce, searched
+from asr_tasks.web.deps import SearchFilters, refused, search_query
+from asr_tasks.web.door import CallDoor
+from asr_tasks.web.pages import held
+
+PERMISSION = "export"
+UNREDACTED = "read_unredacted"
+ACCESS_LOG = "access_log"  # the calls' whole access history in the package; without it, the production's own
+
+router = APIRouter()
+
+
+@router.get("/api/produce.zip")
+def produce_zip(request: Request, door: CallDoor, filters: SearchFilters, q: str | None = None,
+                ids: list[str] = Query([]), original: bool = False,
+                prefix: str = Query("CALL", pattern=BATES_PREFIX),
+                start: int = Query(1, ge=1, le=LAST_BATES)) -> FileResponse:
+    """The package of the calls given by ``ids`` and of every call the search (``q`` and the filters, as
+    ``/api/export`` takes them) matches, zipped; ``original`` only for a user who may hear and read calls
+    unredacted."""
+    if original and UNREDACTED not in held(request):
+        raise HTTPException(status_code=403, detail=f"the original audio and text need the role "
+                                                    f"{PERMISSIONS[UNREDACTED].role}")
+    if q is None and not ids:
+        raise HTTPException(status_code=422, detail="name the calls: a search (q, with its filters) or ids")
+    chosen = [*ids, *(searched(door.index(), search_query(q), filters) if q is not None else [])]
+    name = f"production-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
+    work = Path(tempfile.mkdtemp(prefix="asr-production-"))
+    try:
+        production = produce(door, chosen, work / name, original=original, prefix=prefix, start=start, name=name,
+                             whole_log=ACCESS_LOG in held(request))
+        archive = zipped(production, work / f"{name}.zip")
+    except InputError as exc:
+        shutil.rmtree(work)
+        raise refused(exc) from exc
+    except BaseException:
+        shutil.rmtree(work)
+        raise
+    return FileResponse(archive, media_type="application/zip", filename=archive.name,
+                        background=BackgroundTask(shutil.rmtree, work, ignore_errors=True))
+
+
+def zipped(production: Production, archive: Path) -> Path:
+    """The package in a zip, in a folder of its name, its files stored uncompressed (most audio is compressed
+    already); beside the folder, where calls were refused, a list of them with why, which is not the package's."""
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as out:
+        for path in sorted(p for p in production.directory.rglob("*") if p.is_file()):
+            out.write(path, f"{production.name}/{path.relative_to(production.directory).as_posix()}")
+        if production.refused:
+            out.writestr(f"{production.name}-refused.txt",
+                         "".join(f"{rid}: {why}\n" for rid, why in production.refused))
+    return archive

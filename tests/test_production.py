@@ -1,0 +1,271 @@
+"""A production for e-discovery: a day's calls as natives, texts, a Concordance load file, their access log and a
+manifest of hashes, made through the page's door (its refusals, its redactions, a Team Lead's scope), from the
+command line and from the page, and checked afterwards file by file."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import subprocess
+import zipfile
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from test_cli import asr, stores_in
+from test_pages_walk import granting
+from test_records import recording
+from test_webui import gated
+
+from asr_tasks import PIPELINE_VERSION
+from asr_tasks.config import Settings
+from asr_tasks.index.query import Filters
+from asr_tasks.index.sqlite import SqliteIndex
+from asr_tasks.inputs import InputError
+from asr_tasks.intake.demo_corpus import JFK
+from asr_tasks.intake.stores import LocalStore, put_json
+from asr_tasks.models import Recording, Segment, Transcript
+from asr_tasks.records import production
+from asr_tasks.records.access_log import AccessEntry, open_access_log
+from asr_tasks.records.ledger import open_ledger
+from asr_tasks.records.production import COLUMNS, Production, produce, searched, verify
+from asr_tasks.version import RecordingVersion
+from asr_tasks.web.app import create_app
+from asr_tasks.web.door import EXTENSIONS, MAGIC, Door
+
+DAY, NEXT = "2026-11-27", "2026-11-28"
+CARD = "4111 1111 1111 1111"
+
+
+@dataclass
+class Day:
+    """Two days of calls: ``plain`` (the wealth team's, nothing personal said), ``card`` (retail: a card number
+    read out, masked, its audio silenced in a rendition, its words before masking kept), ``later`` (retail, the
+    next day), ``erased`` (its erasure begun) and ``unrendered`` (a card number said, no rendition made)."""
+
+    settings: Settings
+    index: SqliteIndex
+    store: LocalStore
+    calls: dict[str, Recording]
+    rendition: bytes
+
+    def door(self, user: str = "auditor") -> Door:
+        """The door ``asr produce`` goes through: every call, no request."""
+        return Door(None, user, self.settings, lambda: self.index, lambda: self.store,
+                    open_ledger(self.settings.ledger), open_access_log(self.settings))
+
+    def id(self, name: str) -> str:
+        return self.calls[name].recording_id
+
+
+def _index(day: Day, rec: Recording, text: str, pii: bool = False) -> None:
+    """The call's audio as uploaded, its gated transcript (what says whether personal data was said) and index
+    documents."""
+    day.store.put_file("recordings", rec.key, JFK)
+    transcript = Transcript(rec, 11.0, [Segment(rec.recording_id, 0, "agent", 1.0, 3.0, text),
+                                        Segment(rec.recording_id, 1, "customer", 3.5, 5.0, "thank you")],
+                            "en", "m", PIPELINE_VERSION,
+                            pii=[{"kind": "card", "start": 1.0, "end": 3.0}] if pii else [])
+    gated(day.store, day.settings, transcript)
+    day.index.replace_recording(transcript)
+
+
+@pytest.fixture(scope="module")
+def day(tmp_path_factory: pytest.TempPathFactory) -> Day:
+    root = tmp_path_factory.mktemp("production")
+    settings = Settings().override(store_root=str(root / "store"), index_path=str(root / "index.sqlite"),
+                                   work_dir=str(root / "work"), ledger_url=f"sqlite:///{root / 'ledger.sqlite'}")
+    rendition = root / "redacted.flac"
+    subprocess.run(["ffmpeg", "-v", "error", "-i", str(JFK), "-af", "volume=0:enable='between(t,1,3)'",
+                    str(rendition)], check=True)
+    calls = {"plain": recording("a.flac", "CU-1", "AG-1004"), "card": recording("b.flac", "CU-2", "AG-1001"),
+             "later": recording("c.flac", "CU-2", "AG-1002", day=NEXT), "erased": recording("d.flac", "CU-3", "AG-1001"),
+             "unrendered": recording("e.flac", "CU-3", "AG-1001")}
+    built = Day(settings, SqliteIndex(settings.index.path("index_path")), LocalStore(settings.storage.path("store_root")),
+                calls, rendition.read_bytes())
+    for name, text in (("plain", "secret words"), ("later", "secret words later"), ("erased", "other words")):
+        _index(built, calls[name], text)
+    for name in ("card", "unrendered"):
+        _index(built, calls[name], "secret card [CARD ****]", pii=True)
+    card = RecordingVersion.of(calls["card"])
+    bucket = settings.storage.artefacts_bucket
+    built.store.put_file(bucket, card.redacted_audio, rendition)
+    put_json(built.store, bucket, card.unredacted("m"), Transcript(
+        calls["card"], 11.0, [Segment(calls["card"].recording_id, 0, "agent", 1.0, 3.0, f"secret card {CARD}")],
+        "en", "m", PIPELINE_VERSION).to_dict())
+    ledger = open_ledger(settings.ledger)
+    ledger.sensed([calls["erased"]], "m", PIPELINE_VERSION)
+    ledger.erasing([built.id("erased")], "officer", "customer-request")
+    return built
+
+
+@pytest.fixture(scope="module")
+def package(day: Day, tmp_path_factory: pytest.TempPathFactory) -> Production:
+    """Every call of the two days and one no one knows, one of them asked for twice, produced redacted."""
+    ids = [day.id(n) for n in ("later", "plain", "card", "erased", "unrendered", "plain")] + ["f" * 24]
+    return produce(day.door(), ids, tmp_path_factory.mktemp("packages") / "case-17")
+
+
+def load_file(folder: Path) -> list[dict[str, str]]:
+    """The load file read back as a review tool reads it: BOM, CRLF, ASCII 20 between þ-qualified values."""
+    data = (folder / "DATA" / "loadfile.dat").read_bytes()
+    assert data.startswith(b"\xef\xbb\xbf") and data.endswith(b"\r\n") and b"\n" not in data.replace(b"\r\n", b"")
+    lines = [[v.strip("þ") for v in line.split("\x14")] for line in data.decode("utf-8-sig").split("\r\n")[:-1]]
+    assert lines[0] == list(COLUMNS)
+    return [dict(zip(lines[0], line)) for line in lines[1:]]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_production_holds_each_call_s_audio_text_load_file_access_log_and_manifest(day: Day,
+                                                                                    package: Production) -> None:
+    folder = package.directory
+    order = sorted(("plain", "card"), key=day.id) + ["later"]  # by day, then by id
+    assert [p.recording_id for p in package.produced] == [day.id(n) for n in order]
+    bates = ["CALL000001", "CALL000002", "CALL000003"]
+    assert [p.bates for p in package.produced] == bates
+    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    assert files == sorted(["MANIFEST.sha256", "DATA/loadfile.dat", "DATA/access_log.jsonl",
+                            *(f"NATIVES/{b}.flac" for b in bates), *(f"TEXT/{b}.{f}" for b in bates for f in ("txt", "json"))])
+    rows = load_file(folder)
+    assert [(r["BEGBATES"], r["ENDBATES"], r["RECORDING_ID"], r["CALL_DATE"]) for r in rows] == [
+        (b, b, day.id(n), day.calls[n].call_date) for b, n in zip(bates, order)]
+    for row in rows:
+        assert row["SHA256"] == sha256(folder / row["NATIVE_PATH"].replace("\\", "/"))
+        assert json.loads((folder / row["JSON_PATH"].replace("\\", "/")).read_text())["recording_id"] == row["RECORDING_ID"]
+    by_name = {n: r for n, r in zip(order, rows)}
+    assert (by_name["card"]["AGENT"], by_name["card"]["CUSTOMER"], by_name["card"]["DURATION_SECONDS"]) == (
+        "AG-1001", "CU-2", "11.00")
+    assert {n: r["REDACTED"] for n, r in by_name.items()} == {"plain": "N", "card": "Y", "later": "N"}
+    text = (folder / by_name["card"]["TEXT_PATH"].replace("\\", "/")).read_text()
+    assert "[00:00:01.000] agent: secret card [CARD ****]" in text and "[00:00:03.500] customer: thank you" in text
+    # The refused calls, each with the page's answer, and none of their files.
+    assert dict(package.refused) == {day.id("erased"): f"410 recording {day.id('erased')} was erased",
+                                     day.id("unrendered"): f"409 recording {day.id('unrendered')}: the original is "
+                                                           "not served: its redacted audio is not ready",
+                                     "f" * 24: f"404 no recording {'f' * 24}"}
+    assert day.calls["erased"].key not in str(package.to_dict())
+
+
+def test_a_call_whose_personal_data_was_found_is_produced_silenced_and_masked(day: Day, package: Production) -> None:
+    card = next(p for p in package.produced if p.recording_id == day.id("card"))
+    plain = next(p for p in package.produced if p.recording_id == day.id("plain"))
+    folder = package.directory
+    assert (folder / card.files[0]).read_bytes() == day.rendition != JFK.read_bytes()
+    assert (folder / plain.files[0]).read_bytes() == JFK.read_bytes()  # nothing said to silence: as uploaded
+    assert CARD not in "".join((folder / f).read_text() for f in card.files[1:])
+
+
+def test_the_access_log_holds_every_row_of_the_calls_the_production_s_own_included(day: Day,
+                                                                                 package: Production) -> None:
+    rows = [json.loads(line) for line in (package.directory / "DATA" / "access_log.jsonl").read_text().splitlines()]
+    assert all(set(r) == {f.name for f in fields(AccessEntry)} for r in rows)  # AccessEntry.to_dict, whole
+    exports = [(r["recording_id"], r["detail"]) for r in rows if r["action"] == "export"]
+    assert exports == [(p.recording_id, f"production case-17: {p.bates}, "
+                                        f"audio {'redacted' if p.row['REDACTED'] == 'Y' else 'as uploaded'}")
+                       for p in package.produced]
+    assert {r["recording_id"] for r in rows} == {p.recording_id for p in package.produced}
+
+
+def test_verify_names_each_file_changed_removed_or_added(package: Production, tmp_path: Path) -> None:
+    copy = Path(shutil.copytree(package.directory, tmp_path / "copy"))
+    assert verify(copy).intact
+    checked = subprocess.run(["sha256sum", "--strict", "-c", "MANIFEST.sha256"], cwd=copy, capture_output=True,
+                             text=True)
+    assert checked.returncode == 0 and checked.stdout.count(": OK") == 11, checked.stdout + checked.stderr
+    native = copy / package.produced[1].files[0]
+    data = bytearray(native.read_bytes())
+    data[len(data) // 2] ^= 1
+    native.write_bytes(bytes(data))
+    (copy / package.produced[0].files[1]).unlink()
+    (copy / "NATIVES" / "CALL000009.flac").write_bytes(b"fLaC")
+    found = verify(copy)
+    assert not found.intact
+    assert (found.altered, found.missing, found.unlisted) == (
+        [package.produced[1].files[0]], [package.produced[0].files[1]], ["NATIVES/CALL000009.flac"])
+    assert found.problems() == [f"missing: {package.produced[0].files[1]}", f"altered: {package.produced[1].files[0]}",
+                                "not in the manifest: NATIVES/CALL000009.flac"]
+
+
+def test_the_original_is_the_upload_and_the_words_before_masking(day: Day, tmp_path: Path) -> None:
+    made = produce(day.door(), [day.id("card")], tmp_path / "original", original=True, prefix="ACME", start=41)
+    [card] = made.produced
+    assert card.bates == "ACME000041" and card.row["REDACTED"] == "N"
+    assert (made.directory / card.files[0]).read_bytes() == JFK.read_bytes()
+    assert f"agent: secret card {CARD}" in (made.directory / card.files[1]).read_text()
+    with pytest.raises(InputError, match="original: not an empty folder"):
+        produce(day.door(), [day.id("card")], tmp_path / "original")
+
+
+def test_a_search_chooses_every_call_it_matches_on_every_page(day: Day, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(production, "SEARCH_PAGE", 1)
+    assert sorted(searched(day.index, "secret", Filters())) == sorted(
+        day.id(n) for n in ("plain", "card", "later", "unrendered"))
+    assert searched(day.index, "secret", Filters(date_from=NEXT)) == [day.id("later")]
+    assert {m for _, _, m in MAGIC} <= set(EXTENSIONS)  # every audio the door serves has a file name's extension
+
+
+def unzipped(answer: bytes, into: Path) -> Path:
+    """The zip the page sent, unpacked; the package's folder in it."""
+    with zipfile.ZipFile(io.BytesIO(answer)) as archive:
+        archive.extractall(into)
+    [folder] = [p for p in into.iterdir() if p.is_dir()]
+    return folder
+
+
+def test_the_page_produces_through_the_door(day: Day, tmp_path: Path) -> None:
+    """The export permission gets the package; the original needs the unredacted one too (403); a Team Lead's
+    production holds their teams' calls only, another team's call being unknown to it."""
+    grants = {"eve": {"read", "export"}, "lee": {"read_team", "export", "read_unredacted"},
+              "ann": {"read", "export", "access_log"}}
+    client = TestClient(create_app(day.settings, index=day.index, store=day.store, authorize=granting(grants, [])))
+    refused = client.get("/api/produce.zip", params={"q": "secret", "original": "true"}, headers={"X-User": "eve"})
+    assert refused.status_code == 403 and "Call Unredacted Reader" in refused.json()["detail"]
+    assert client.get("/api/produce.zip", headers={"X-User": "eve"}).status_code == 422
+    answer = client.get("/api/produce.zip", params={"q": "secret", "date_from": DAY, "date_to": DAY},
+                        headers={"X-User": "eve"})
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/zip"
+    folder = unzipped(answer.content, tmp_path / "eve")
+    assert verify(folder).intact
+    assert {r["RECORDING_ID"] for r in load_file(folder)} == {day.id("plain"), day.id("card")}
+    # who else read these calls is the access log's: an exporter without it gets the production's own rows only
+    own = [json.loads(line) for line in (folder / "DATA" / "access_log.jsonl").read_text().splitlines()]
+    assert len(own) == 2 and all(r["user"] == "eve" and r["detail"].startswith(f"production {folder.name}: ")
+                                 for r in own)
+    audited = client.get("/api/produce.zip", params={"ids": day.id("plain")}, headers={"X-User": "ann"})
+    history = (unzipped(audited.content, tmp_path / "ann") / "DATA" / "access_log.jsonl").read_text()
+    assert '"user": "eve"' in history and '"user": "ann"' in history
+    lead = client.get("/api/produce.zip", params=[("q", "secret"), ("ids", day.id("plain")), ("original", "true")],
+                      headers={"X-User": "lee"})
+    assert lead.status_code == 200
+    folder = unzipped(lead.content, tmp_path / "lee")
+    assert verify(folder).intact
+    # his teams' calls, as uploaded; the words before masking where they were kept, else masked (REDACTED)
+    assert {r["RECORDING_ID"]: (r["AGENT"], r["REDACTED"]) for r in load_file(folder)} == {
+        day.id("card"): ("AG-1001", "N"), day.id("later"): ("AG-1002", "N"), day.id("unrendered"): ("AG-1001", "Y")}
+    everything = b"".join(p.read_bytes() for p in (tmp_path / "lee").rglob("*") if p.is_file())
+    assert b"AG-1004" not in everything and day.calls["plain"].key.encode() not in everything
+    assert f"{day.id('plain')}: 404 no recording {day.id('plain')}".encode() in everything  # unknown to him
+
+
+def test_asr_produce_writes_a_package_and_verify_says_whether_it_is_intact(day: Day, tmp_path: Path) -> None:
+    env = stores_in(day.settings)
+    target = tmp_path / "case-18"
+    made = asr("produce", "--recordings", day.id("later"), day.id("card"), "--to", str(target), "--prefix", "BANK",
+               env=env)
+    assert made.returncode == 0, made.stderr
+    lines = made.stdout.splitlines()
+    assert lines[0].split() == ["BATES", "RECORDING", "DATE", "FILES"]
+    assert lines[1].split()[:3] == ["BANK000001", day.id("card"), DAY]
+    assert lines[-1].startswith(f"2 calls produced into {target} (BANK000001-BANK000002), 0 refused")
+    assert asr("produce", "--verify", str(target), env=env).returncode == 0
+    again = asr("produce", "--recordings", day.id("card"), "--to", str(target), env=env)
+    assert again.returncode == 2 and f"{target}: not an empty folder" in again.stderr
+    (target / "TEXT" / "BANK000002.txt").write_text("nothing was said")
+    broken = asr("produce", "--verify", str(target), env=env)
+    assert broken.returncode == 1 and broken.stdout == "altered: TEXT/BANK000002.txt\n"
