@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import yaml
-from pydantic import ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, ValidationError, ValidationInfo, field_validator
 from pydantic.dataclasses import dataclass
 
 log = logging.getLogger(__name__)
@@ -152,12 +152,14 @@ class StorageSettings(_Section):
             raise ValueError(f"{batch}: at least one")
         return batch
 
-    @model_validator(mode="after")
-    def _lockable(self) -> StorageSettings:
-        if self.object_lock and self.store_backend != "minio":
-            raise ValueError(f"object_lock: the {self.store_backend} store cannot lock objects (a folder has no "
-                             "write-once retention or legal hold); object locking needs store_backend: minio")
-        return self
+    @field_validator("object_lock")
+    @classmethod
+    def _lockable(cls, lock: bool, info: ValidationInfo) -> bool:
+        backend = info.data.get("store_backend")
+        if lock and backend != "minio":
+            raise ValueError(f"the {backend} store cannot lock objects (a folder has no write-once retention or "
+                             "legal hold); object locking needs store_backend: minio")
+        return lock
 
 
 @dataclass(frozen=True, config=_STRICT)

@@ -79,7 +79,7 @@ def write_month(root: Path, args: argparse.Namespace) -> tuple[int, list[Finding
                 short.append({"recording_id": rid, "agent_id": f"AG-{agent:04d}", "non_talk_share": rng.random() / 2,
                               "score": score, "findings": {r: 1 for r in fired}})
                 result.recordings += 1
-        store.put_bytes(bucket, DayReports(day).audit("json"), json.dumps(report_json(result, [])).encode())
+        store.put_bytes(bucket, DayReports(day).audit("json"), json.dumps(report_json(result, [], None)).encode())
         store.put_bytes(bucket, DayReports(day).scores, json.dumps(scores_json(result)).encode())
         write_day_calls(store, settings, day, {"date": day, "calls": short})
         calls += result.recordings

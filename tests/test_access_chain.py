@@ -8,7 +8,7 @@ import multiprocessing
 import subprocess
 import sys
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -18,7 +18,7 @@ from sqlalchemy import select, text
 from asr_tasks.config import PROJECT_ROOT, Settings
 from asr_tasks.intake.stores import LocalStore
 from asr_tasks.records.access_log import AccessLog
-from asr_tasks.records.anchors import stored_anchors, unmatched, write_anchor
+from asr_tasks.records.anchors import check_log, stored_anchors, unmatched, write_anchor
 from asr_tasks.records.chain import GENESIS, hash_of
 from asr_tasks.records.tables import access_log
 from asr_tasks.records.ledger import Ledger
@@ -29,16 +29,17 @@ def url(fresh_url: str) -> str:
     return fresh_url
 
 
-def behind_the_triggers(ledger: Ledger, sql: str) -> None:
+def behind_the_triggers(ledger: Ledger, *statements: str) -> None:
     """What a database owner can do: lift the guard, change the rows, put the guard back."""
     sqlite = ledger.engine.dialect.name == "sqlite"
     with ledger.engine.begin() as db:
         if sqlite:
-            db.execute(text("DROP TRIGGER access_log_no_update"))
-            db.execute(text("DROP TRIGGER access_log_no_delete"))
+            db.execute(text("DROP TRIGGER IF EXISTS access_log_no_update"))
+            db.execute(text("DROP TRIGGER IF EXISTS access_log_no_delete"))
         else:
             db.execute(text("ALTER TABLE access_log DISABLE TRIGGER access_log_no_change"))
-        db.execute(text(sql))
+        for sql in statements:
+            db.execute(text(sql))
         if not sqlite:
             db.execute(text("ALTER TABLE access_log ENABLE TRIGGER access_log_no_change"))
 
@@ -137,11 +138,13 @@ def test_anchors_find_rows_cut_off_the_end(url: str, tmp_path: Path) -> None:
     anchor = write_anchor(log, store, "artefacts", None)
     assert anchor is not None and anchor.id == log.verify().last_id
     log.append("auditor", "play", recording_id="r9")
-    assert unmatched(log, stored_anchors(store, "artefacts")) == []
+    assert check_log(log, stored_anchors(store, "artefacts"), None, None).intact
     behind_the_triggers(ledger, f"DELETE FROM access_log WHERE id >= {anchor.id}")
     assert log.verify().intact  # what is left still chains: only the anchor shows the cut
-    (problem,) = unmatched(log, stored_anchors(store, "artefacts"))
+    (problem,) = unmatched(log, stored_anchors(store, "artefacts").anchors)
     assert f"row {anchor.id}" in problem and "removed from its end" in problem
+    later = datetime.fromisoformat(anchor.at) + timedelta(seconds=1)  # a range after the anchor: widened back to it
+    assert not check_log(log, stored_anchors(store, "artefacts"), later, None).intact
 
 
 def test_asr_access_log_verify_names_the_row(settings: Settings, tmp_path: Path) -> None:
@@ -154,10 +157,50 @@ def test_asr_access_log_verify_names_the_row(settings: Settings, tmp_path: Path)
                                    "PATH": "/usr/bin:/bin"})
 
     ok = verify()
-    assert ok.returncode == 0 and "7 rows checked, the chain holds" in ok.stdout, ok.stderr
+    assert ok.returncode == 0 and "7 rows checked (rows from the first to 7), the chain holds" in ok.stdout, ok.stderr
     fifth = log.entries()[4].id
     behind_the_triggers(ledger, f"UPDATE access_log SET recording_id = 'r-other' WHERE id = {fifth}")
     bad = verify("--json")
     found = json.loads(bad.stdout)
     assert bad.returncode == 1 and found["broken"]["id"] == fifth and found["checked"] == 4
     assert verify("--from", "2020-01-01", "--to", "2099-12-31").returncode == 1
+
+
+def rechain_from(ledger: Ledger, row_id: int) -> None:
+    """What an owner who knows the chain does after an edit: every hash from that row on computed anew."""
+    with ledger.engine.connect() as db:
+        rows = db.execute(select(access_log).where(access_log.c.id >= row_id).order_by(access_log.c.id)).all()
+        prev = db.execute(select(access_log.c.row_hash).where(access_log.c.id < row_id)
+                          .order_by(access_log.c.id.desc()).limit(1)).scalar() or GENESIS
+    updates = []
+    for row in rows:
+        mine = hash_of(row, prev)
+        updates.append(f"UPDATE access_log SET prev_hash = '{prev}', row_hash = '{mine}' WHERE id = {row.id}")
+        prev = mine
+    behind_the_triggers(ledger, *updates)
+
+
+def test_a_range_is_widened_to_the_anchors_around_it(url: str, tmp_path: Path) -> None:
+    """Rows of the days asked, removed or rewritten with every hash after them, show in a check of those days
+    alone: the check runs on to the first anchor after them (or the log's end)."""
+    ledger = Ledger(url)
+    log = AccessLog(ledger)
+    for n in range(3):
+        log.append("auditor", "play", recording_id=f"first-{n}")
+    time.sleep(1.2)
+    for n in range(3):
+        log.append("auditor", "play", recording_id=f"second-{n}")
+    store = LocalStore(tmp_path / "store")
+    write_anchor(log, store, "artefacts", None)
+    rows = log.entries()
+    second_day = datetime.fromisoformat(rows[3].at)
+    assert check_log(log, stored_anchors(store, "artefacts"), None, second_day).intact
+
+    behind_the_triggers(ledger, f"UPDATE access_log SET recording_id = 'forged' WHERE id = {rows[1].id}")
+    rechain_from(ledger, int(rows[1].id or 0))
+    assert log.verify(until=second_day).intact  # the rows alone hold together
+    widened = check_log(log, stored_anchors(store, "artefacts"), None, second_day)
+    assert not widened.intact and "does not carry the hash anchored" in widened.problems[0]
+
+    behind_the_triggers(ledger, f"DELETE FROM access_log WHERE id = {rows[2].id}")  # the range's last row
+    assert check_log(log, stored_anchors(store, "artefacts"), None, second_day).chain.broken is not None

@@ -160,7 +160,7 @@ def test_the_audit_anchors_the_access_log_in_its_report_and_an_object(settings: 
     anchor = json.loads(store.get_bytes(bucket, f"reports/qa/{DAY}/qa-audit.json"))["access_log_anchor"]
     last = log.verify()
     assert (anchor["id"], anchor["hash"]) == (last.last_id, last.last_hash)
-    assert [(a.id, a.hash) for a in stored_anchors(store, bucket)] == [(anchor["id"], anchor["hash"])]
+    assert [(a.id, a.hash) for a in stored_anchors(store, bucket).anchors] == [(anchor["id"], anchor["hash"])]
     assert anchor["hash"] in store.get_bytes(bucket, f"reports/qa/{DAY}/qa-audit.html").decode()
 
 

@@ -27,7 +27,7 @@ from asr_tasks.pipeline.results import preprocessed
 from asr_tasks.pipeline.sense import sense
 from asr_tasks.pipeline.transcribe import transcribe_shard
 from asr_tasks.records.access_log import AccessLog
-from asr_tasks.records.anchors import PREFIX, write_anchor
+from asr_tasks.records.anchors import PREFIX, check_log, stored_anchors, write_anchor
 from asr_tasks.records.erasure import Eraser, select_keys
 from asr_tasks.records.holds import Holds
 from asr_tasks.records.ledger import open_ledger
@@ -132,6 +132,50 @@ def test_held_and_retained_calls_are_kept_by_minio_and_an_unheld_call_is_still_e
     assert client.get_object_retention(buckets[1], stored.object_name, stored.version_id).mode == "GOVERNANCE"
     with pytest.raises(S3Error):
         client.remove_object(buckets[1], stored.object_name, version_id=stored.version_id)
+    # a plain delete (a marker) or an overwrite hides the anchor from a listing, not from verify
+    assert stored_anchors(store, buckets[1]).problems == []
+    client.remove_object(buckets[1], stored.object_name)
+    store.put_bytes(buckets[1], stored.object_name, json.dumps({**anchor.to_dict(), "hash": "0" * 64}).encode())
+    kept = stored_anchors(store, buckets[1])
+    assert anchor.hash in {a.hash for a in kept.anchors}
+    assert any("was deleted" in p for p in kept.problems) and any("written over" in p for p in kept.problems)
+    assert not check_log(access, kept, None, None).intact
+
+
+def test_a_release_leaves_minio_holding_what_another_hold_covers_and_a_new_upload_of_a_held_key_is_held(
+        settings: Settings, s3_server: S3Server) -> None:
+    run = uuid.uuid4().hex[:8]
+    bucket = f"rec-{run}"
+    client = client_of(s3_server)
+    conf = s3_server.settings(settings, recordings_bucket=bucket, artefacts_bucket=f"art-{run}", object_lock=True)
+    store = open_store(conf.storage)
+    object_locks(store, True, "governance").require(bucket)  # type: ignore[union-attr]
+    key = f"calls/2026/11/27/c-{run}.wav"
+    ledger = open_ledger(conf.ledger)
+    locks = record_locks(store, conf.storage)
+    holds = Holds(ledger, AccessLog(ledger), locks)
+
+    def upload(body: bytes, customer: str) -> Recording:
+        store.put_bytes(bucket, key, body)
+        etag = store.stat(bucket, key).etag  # type: ignore[union-attr]
+        return Recording(recording_id_for(bucket, key, etag), bucket, key, etag, len(body), "c", DAY.isoformat(),
+                         customer_id=customer)
+
+    def source_holds() -> list[bool]:
+        return [client.is_object_legal_hold_enabled(bucket, key, v.version_id)
+                for v in versions(client, bucket, key) if not v.is_delete_marker]
+
+    first = upload(b"RIFF first", "CU-1")
+    ledger.sensed([first], "m", "1")
+    by_customer = {c: holds.place("customer", "dispute", "officer", value=c) for c in ("CU-1", "CU-2")}
+    assert source_holds() == [True]
+    second = upload(b"RIFF second", "CU-2")  # a new upload under the held key: it waits, and MinIO holds it too
+    assert holds.sense([second], "m", "1") == {second.recording_id}
+    assert source_holds() == [True, True]
+    holds.release(by_customer["CU-2"].id, "settled", "officer")
+    assert source_holds() == [True, True]  # the first version's customer is still held: the key stays held
+    holds.release(by_customer["CU-1"].id, "settled", "officer")
+    assert source_holds() == [False, False]
 
 
 def test_in_compliance_mode_not_even_the_products_erasure_ends_a_retention(settings: Settings,

@@ -141,7 +141,8 @@ def test_a_production_holds_each_call_s_audio_text_load_file_access_log_and_mani
     by_name = {n: r for n, r in zip(order, rows)}
     assert (by_name["card"]["AGENT"], by_name["card"]["CUSTOMER"], by_name["card"]["DURATION_SECONDS"]) == (
         "AG-1001", "CU-2", "11.00")
-    assert {n: r["REDACTED"] for n, r in by_name.items()} == {"plain": "N", "card": "Y", "later": "N"}
+    assert {n: (r["AUDIO_REDACTED"], r["TEXT_REDACTED"]) for n, r in by_name.items()} == {
+        "plain": ("N", "N"), "card": ("Y", "Y"), "later": ("N", "N")}
     text = (folder / by_name["card"]["TEXT_PATH"].replace("\\", "/")).read_text()
     assert "[00:00:01.000] agent: secret card [CARD ****]" in text and "[00:00:03.500] customer: thank you" in text
     # The refused calls, each with the page's answer, and none of their files.
@@ -167,7 +168,7 @@ def test_the_access_log_holds_every_row_of_the_calls_the_production_s_own_includ
     assert all(set(r) == {f.name for f in fields(AccessEntry)} for r in rows)  # AccessEntry.to_dict, whole
     exports = [(r["recording_id"], r["detail"]) for r in rows if r["action"] == "export"]
     assert exports == [(p.recording_id, f"production case-17: {p.bates}, "
-                                        f"audio {'redacted' if p.row['REDACTED'] == 'Y' else 'as uploaded'}")
+                                        f"audio {'redacted' if p.row['AUDIO_REDACTED'] == 'Y' else 'as uploaded'}")
                        for p in package.produced]
     assert {r["recording_id"] for r in rows} == {p.recording_id for p in package.produced}
 
@@ -195,7 +196,7 @@ def test_verify_names_each_file_changed_removed_or_added(package: Production, tm
 def test_the_original_is_the_upload_and_the_words_before_masking(day: Day, tmp_path: Path) -> None:
     made = produce(day.door(), [day.id("card")], tmp_path / "original", original=True, prefix="ACME", start=41)
     [card] = made.produced
-    assert card.bates == "ACME000041" and card.row["REDACTED"] == "N"
+    assert card.bates == "ACME000041" and (card.row["AUDIO_REDACTED"], card.row["TEXT_REDACTED"]) == ("N", "N")
     assert (made.directory / card.files[0]).read_bytes() == JFK.read_bytes()
     assert f"agent: secret card {CARD}" in (made.directory / card.files[1]).read_text()
     with pytest.raises(InputError, match="original: not an empty folder"):
@@ -246,8 +247,9 @@ def test_the_page_produces_through_the_door(day: Day, tmp_path: Path) -> None:
     folder = unzipped(lead.content, tmp_path / "lee")
     assert verify(folder).intact
     # his teams' calls, as uploaded; the words before masking where they were kept, else masked (REDACTED)
-    assert {r["RECORDING_ID"]: (r["AGENT"], r["REDACTED"]) for r in load_file(folder)} == {
-        day.id("card"): ("AG-1001", "N"), day.id("later"): ("AG-1002", "N"), day.id("unrendered"): ("AG-1001", "Y")}
+    assert {r["RECORDING_ID"]: (r["AGENT"], r["AUDIO_REDACTED"], r["TEXT_REDACTED"]) for r in load_file(folder)} == {
+        day.id("card"): ("AG-1001", "N", "N"), day.id("later"): ("AG-1002", "N", "N"),
+        day.id("unrendered"): ("AG-1001", "N", "Y")}
     everything = b"".join(p.read_bytes() for p in (tmp_path / "lee").rglob("*") if p.is_file())
     assert b"AG-1004" not in everything and day.calls["plain"].key.encode() not in everything
     assert f"{day.id('plain')}: 404 no recording {day.id('plain')}".encode() in everything  # unknown to him

@@ -149,30 +149,29 @@ def cmd_access_log(args: argparse.Namespace) -> int:
 
 
 def _verify_access_log(access: Any, since: datetime | None, until: datetime | None, as_json: bool) -> int:
-    """The chain recomputed over the range, and every anchor kept of it checked: 0 when both hold."""
+    """The chain recomputed over the days (widened to the anchors around them) and the anchors checked: 0 when
+    both hold."""
     from asr_tasks.intake.stores import open_store
-    from asr_tasks.records.anchors import stored_anchors, unmatched
+    from asr_tasks.records.anchors import check_log, stored_anchors
 
     settings = get_settings()
-    check = access.verify(since, until)
-    anchors = stored_anchors(open_store(settings.storage), settings.storage.artefacts_bucket)
-    # the anchors of the rows checked (to the end of the log, when no --to: those past its end are cut-off rows)
-    anchors = [a for a in anchors if (since is None or (check.first_id is not None and a.id >= check.first_id))
-               and (until is None or (check.last_id is not None and a.id <= check.last_id))]
-    problems = unmatched(access, anchors)
+    check = check_log(access, stored_anchors(open_store(settings.storage), settings.storage.artefacts_bucket),
+                      since, until)
+    chain = check.chain
     if as_json:
-        print_json({**check.to_dict(), "anchors": len(anchors), "anchor_problems": problems})
-    elif check.broken is not None:
-        print(f"access log: row {check.broken.id} ({check.broken.at}) does not match: {check.broken.why}; "
-              f"{check.checked} rows before it checked")
+        print_json(check.to_dict())
     else:
-        print(f"access log: {check.checked} rows checked, the chain holds"
-              + (f" (last row {check.last_id}, hash {check.last_hash})" if check.last_id is not None else ""))
-    if not as_json:
-        print(f"anchors: {len(anchors) - len(problems)} of {len(anchors)} match")
-        for problem in problems:
+        span = f"rows {chain.first_id or 'from the first'} to {chain.last_id}" if chain.checked else "no rows"
+        if chain.broken is not None:
+            print(f"access log: row {chain.broken.id} ({chain.broken.at}) does not match: {chain.broken.why}; "
+                  f"{chain.checked} rows before it checked")
+        else:
+            print(f"access log: {chain.checked} rows checked ({span}), the chain holds"
+                  + (f"; last hash {chain.last_hash}" if chain.last_id is not None else ""))
+        print(f"anchors: {check.anchors} checked, {len(check.problems)} problems")
+        for problem in check.problems:
             print(f"anchor: {problem}")
-    return 0 if check.intact and not problems else 1
+    return 0 if check.intact else 1
 
 
 def cmd_roles(args: argparse.Namespace) -> int:

@@ -377,13 +377,15 @@ class MinioStore:
         if refused:
             raise ObjectLocked(f"{bucket}/{key}: MinIO refused to delete it ({refused[0].code}: {refused[0].message})")
 
-    def versions(self, bucket: str, key: str) -> tuple[Any, ...]:
-        """Every version and delete marker of exactly this key (none: no such key, or no bucket)."""
+    def versions(self, bucket: str, key: str, under: bool = False) -> tuple[Any, ...]:
+        """Every version and delete marker of exactly this key, or (``under``) of every key under this prefix
+        (none: no such key, or no bucket)."""
         from minio.error import S3Error
 
         def listed() -> tuple[Any, ...]:
-            return tuple(obj for obj in self.client.list_objects(bucket, prefix=key, include_version=True)
-                         if obj.object_name == key)
+            return tuple(obj for obj in self.client.list_objects(bucket, prefix=key, recursive=True,
+                                                                 include_version=True)
+                         if under or obj.object_name == key)
 
         try:
             return self.call(f"list the versions of {bucket}/{key}", listed)

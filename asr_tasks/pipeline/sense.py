@@ -17,6 +17,7 @@ from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.models import Recording
 from asr_tasks.records.access_log import open_access_log
 from asr_tasks.records.holds import Holds
+from asr_tasks.records.locking import record_locks
 from asr_tasks.records.ledger import open_ledger
 from asr_tasks.version import model_tag
 
@@ -35,7 +36,7 @@ def sense(store: ObjectStore, settings: Settings, day: date) -> list[Recording]:
         seen = ledger.known(r.recording_id for r in earlier)
         if seen:  # that day's own run has sensed it; a day not yet run (a backfill's gap) is left to its run
             late += [r for r in earlier if r.recording_id not in seen]
-    holds = Holds(ledger, open_access_log(settings))
+    holds = Holds(ledger, open_access_log(settings), record_locks(store, settings.storage))
     untouched = holds.sense(recordings + late, model_tag(settings.asr), PIPELINE_VERSION)
     log.info("%s: %d recordings under %s, %d late for earlier days, %d left alone (erased or under a legal hold)",
              day, len(recordings), settings.storage.recordings_prefix, len(late), len(untouched))

@@ -25,6 +25,7 @@ from asr_tasks.text.pii import mask_text
 from asr_tasks.text.pii_policy import Policy
 
 # "list": a page of many recordings or rows (a day's keys, the holds, the access log itself)
+NOTHING = 1 << 62  # an id past any row: a range with no row in it
 ACTIONS = ("search", "play", "export", "erase", "hold", "release", "read", "list", "review", "score")
 
 
@@ -35,6 +36,12 @@ def _masked(value: Any, policy: Policy) -> Any:
     if isinstance(value, (list, tuple)):
         return [_masked(v, policy) for v in value]
     return value
+
+
+def _storable(text: str | None) -> str | None:
+    """Text as the database stores and the chain hashes it: what UTF-8 cannot hold (a lone surrogate from a
+    mangled command line) as U+FFFD."""
+    return None if text is None else text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 @dataclass(frozen=True)
@@ -94,7 +101,9 @@ class AccessLog:
         if self.policy is not None:  # what a person typed: the query and the filters (the detail is the app's own)
             query = mask_text(query, self.policy) if query else query
             kept = {k: _masked(v, self.policy) for k, v in kept.items()}
-        filters_text = json.dumps(kept, ensure_ascii=False, sort_keys=True) if kept else None
+        query, detail = _storable(query), _storable(detail)
+        hits = None if hits is None else int(hits)
+        filters_text = _storable(json.dumps(kept, ensure_ascii=False, sort_keys=True)) if kept else None
         with self.engine.begin() as db:
             # the head row first: it locks out other appenders until this row is in, chained to the last one
             db.execute(update(access_log_head).where(access_log_head.c.id == 1)
@@ -107,9 +116,9 @@ class AccessLog:
                 hits=hits, detail=detail, prev_hash=prev,
                 row_hash=row_hash(prev, at, user, action, recording_id, query, filters_text, hits, detail)))
 
-    def verify(self, since: datetime | None = None, until: datetime | None = None) -> ChainCheck:
-        """Recompute the chain over the rows logged from ``since`` to before ``until`` (all by default), starting
-        from the stored hash of the row before the first; names the first row that does not match."""
+    def span(self, since: datetime | None, until: datetime | None) -> tuple[int | None, int | None]:
+        """The ids of the first row logged from ``since`` and of the last before ``until`` (None: unbounded, or
+        no such row)."""
         t = access_log
         first = last = None
         with self.engine.connect() as db:
@@ -117,15 +126,28 @@ class AccessLog:
                 first = db.execute(select(t.c.id).where(t.c.at >= since).order_by(t.c.id).limit(1)).scalar()
             if until is not None:
                 last = db.execute(select(t.c.id).where(t.c.at < until).order_by(t.c.id.desc()).limit(1)).scalar()
+        return first, last
+
+    def verify(self, since: datetime | None = None, until: datetime | None = None) -> ChainCheck:
+        """Recompute the chain over the rows logged from ``since`` to before ``until`` (all by default)."""
+        first, last = self.span(since, until)
+        return self.verify_ids(NOTHING if since is not None and first is None else first,
+                               -1 if until is not None and last is None else last)
+
+    def verify_ids(self, first: int | None, last: int | None) -> ChainCheck:
+        """Recompute the chain over the rows ``first`` to ``last`` (None: from the start, to the end), from the
+        stored hash of the row before the first; names the first row that does not match."""
+        t = access_log
+        with self.engine.connect() as db:
             before = None
             if first is not None:
                 before = db.execute(select(t.c.id, t.c.row_hash).where(t.c.id < first).order_by(t.c.id.desc())
                                     .limit(1)).first()
             rows = select(t).order_by(t.c.id)
-            if since is not None:
-                rows = rows.where(t.c.id >= (first if first is not None else 1 << 62))
-            if until is not None:
-                rows = rows.where(t.c.id <= (last if last is not None else -1))
+            if first is not None:
+                rows = rows.where(t.c.id >= first)
+            if last is not None:
+                rows = rows.where(t.c.id <= last)
             stream = db.execution_options(yield_per=5000).execute(rows)
             broken, checked, last_id, last_hash = first_break(
                 stream, before.row_hash if before is not None else GENESIS, before.id if before is not None else None)

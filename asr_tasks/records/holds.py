@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from datetime import date, datetime, timezone
 from typing import Any, Literal, get_args
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, select, tuple_, update
 
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.models import Recording
@@ -158,7 +158,22 @@ class Holds:
         for w in waiting.values():
             if w.own is None or w.own["state"] != RecordingState.HELD:  # kept apart now, not on every sensing
                 w.record(self.access)
+                if self.locks is not None:  # the new upload is evidence too: MinIO holds it beside the old
+                    self.locks.hold_key(w.rec.bucket, w.rec.key)
         return untouched | gone
+
+    def _held_keys(self, rows: list[dict[str, Any]], active: list[Hold]) -> set[tuple[str, str]]:
+        """The keys of these rows of which another version (another upload, another party) is still held: their
+        source and sidecar keep MinIO's legal hold, which is set on every version of an object key."""
+        t = recordings
+        keys = sorted({(row["bucket"], row["key"]) for row in rows})
+        held: set[tuple[str, str]] = set()
+        with self.engine.connect() as db:
+            for start in range(0, len(keys), 500):
+                query = select(t).where(tuple_(t.c.bucket, t.c.key).in_(keys[start:start + 500]),
+                                        t.c.state != RecordingState.ERASED)
+                held.update((r.bucket, r.key) for r in db.execute(query) if self.holding(dict(r._mapping), active))
+        return held
 
     def _versions_of_keys(self, recs: list[Recording]) -> dict[tuple[str, str], list[dict[str, Any]]]:
         """Every ledger row of these recordings' keys, by bucket and key."""
@@ -217,7 +232,8 @@ class Holds:
         self.access.append(user, "release", detail=f"{hold.logged()} released")
         if self.locks is not None:
             still = self.listed()
-            self.locks.hold([row for row in self.covered(hold) if self.holding(row, still) is None], False)
+            freed = [row for row in self.covered(hold) if self.holding(row, still) is None]
+            self.locks.hold(freed, False, spare=self._held_keys(freed, still))
         return self.get(hold_id)
 
     def forget(self, keys: set[str], customers: set[str]) -> None:

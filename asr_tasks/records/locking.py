@@ -50,10 +50,11 @@ class RecordLocks:
     locks: ObjectLocks
     settings: StorageSettings
 
-    def objects(self, row: dict[str, Any]) -> list[tuple[str, str]]:
-        """Every object of a recording: its source and sidecar (where there) and the artefacts of every version."""
+    def objects(self, row: dict[str, Any], source: bool = True) -> list[tuple[str, str]]:
+        """Every object of a recording: its source and sidecar (where there; not without ``source``) and the
+        artefacts of every version."""
         found = [(row["bucket"], key) for key in (row["key"], sidecar_key(row["key"]))
-                 if self.locks.store.versions(row["bucket"], key)]
+                 if source and self.locks.store.versions(row["bucket"], key)]
         bucket = self.settings.artefacts_bucket
         for version in RecordingVersion.every(row["call_date"], row["recording_id"]):
             found.extend((bucket, item.key) for item in self.locks.store.list_keys(bucket, version.folder))
@@ -71,15 +72,22 @@ class RecordLocks:
                 self.locks.hold(bucket, key, True)
         return len(objects)
 
-    def hold(self, rows: Iterable[dict[str, Any]], on: bool) -> int:
-        """MinIO's legal hold set (or cleared) on every object of the recordings; returns the objects."""
+    def hold(self, rows: Iterable[dict[str, Any]], on: bool, spare: set[tuple[str, str]] | None = None) -> int:
+        """MinIO's legal hold set (or cleared) on every object of the recordings, but the source and sidecar of
+        the ``spare`` keys (another version of them still held); returns the objects."""
         count = 0
         for row in rows:
-            for bucket, key in self.objects(row):
+            for bucket, key in self.objects(row, source=(row["bucket"], row["key"]) not in (spare or set())):
                 self.locks.hold(bucket, key, on)
                 count += 1
         log.info("legal hold %s on %d objects", "set" if on else "cleared", count)
         return count
+
+    def hold_key(self, bucket: str, key: str) -> None:
+        """MinIO's legal hold on every version of a source and its sidecar: a new upload under a held key."""
+        for name in (key, sidecar_key(key)):
+            if self.locks.store.versions(bucket, name):
+                self.locks.hold(bucket, name, True)
 
     def kept(self, row: dict[str, Any]) -> str | None:
         """Why MinIO would refuse to erase the recording now (a legal hold set on it through MinIO itself, a

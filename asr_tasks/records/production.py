@@ -41,7 +41,7 @@ LAST_BATES = 10**BATES_DIGITS - 1
 # Concordance's delimiters: ASCII 20 between values, þ around each, ® for a line break inside one.
 SEPARATOR, QUOTE, NEWLINE = "\x14", "\u00fe", "\u00ae"
 COLUMNS = ("BEGBATES", "ENDBATES", "RECORDING_ID", "CALL_DATE", "AGENT", "CUSTOMER", "DURATION_SECONDS",
-           "NATIVE_PATH", "TEXT_PATH", "JSON_PATH", "SHA256", "REDACTED")
+           "NATIVE_PATH", "TEXT_PATH", "JSON_PATH", "SHA256", "AUDIO_REDACTED", "TEXT_REDACTED")
 MANIFEST_LINE = re.compile(r"(?P<sha256>[0-9a-fA-F]{64}) [ *](?P<path>.+)")  # text or binary mode, as sha256sum writes
 SEARCH_PAGE = 500  # calls per index query when a search chooses them
 CHUNK = 1 << 20
@@ -63,7 +63,7 @@ class Call:
     rendition: str
     extension: str
     audio: Callable[[], Iterable[bytes]]
-    redacted: bool
+    text_masked: bool
 
 
 class Door(Protocol):
@@ -71,6 +71,7 @@ class Door(Protocol):
     it (a Team Lead's among their teams' calls only), refuses what it would not serve, and writes the access log."""
 
     access: AccessLog
+    user: str
 
     def produced(self, recording_id: str, *, original: bool) -> Call: ...
 
@@ -188,7 +189,7 @@ def produce(door: Door, recording_ids: Iterable[str], directory: Path, *, origin
                  detail=f"production {production.name}: {bates}, audio {call.rendition}")
         production.produced.append(produced)
         number += 1
-    _write_data(production, door.access, whole_log)
+    _write_data(production, door.access, None if whole_log else door.user)
     write_manifest(directory)
     return production
 
@@ -212,7 +213,8 @@ def _write_call(directory: Path, bates: str, call: Call) -> Produced:
            "CALL_DATE": rec.get("call_date") or "", "AGENT": rec.get("agent_id") or "",
            "CUSTOMER": rec.get("customer_id") or "", "DURATION_SECONDS": "" if duration is None else f"{duration:.2f}",
            "NATIVE_PATH": _windows(native), "TEXT_PATH": _windows(texts["txt"]), "JSON_PATH": _windows(texts["json"]),
-           "SHA256": digest, "REDACTED": "Y" if call.redacted else "N"}
+           "SHA256": digest, "AUDIO_REDACTED": "Y" if call.rendition == "redacted" else "N",
+           "TEXT_REDACTED": "Y" if call.text_masked else "N"}
     return Produced(bates, row["RECORDING_ID"], rec.get("call_date"), (native, *texts.values()), row)
 
 
@@ -231,15 +233,15 @@ def _copy(pieces: Iterable[bytes], path: Path) -> str:
     return digest.hexdigest()
 
 
-def _write_data(production: Production, access: AccessLog, whole_log: bool) -> None:
+def _write_data(production: Production, access: AccessLog, only: str | None) -> None:
     """The load file, and the access log of the calls produced (each row as ``AccessEntry.to_dict`` gives it):
-    all of it, or the production's own rows."""
+    all of it, or (``only``: the user who made it) the production's own rows."""
     lines = [list(COLUMNS), *([p.row[c] for c in COLUMNS] for p in production.produced)]
     dat = "".join(SEPARATOR.join(_value(v) for v in line) + "\r\n" for line in lines)
     (production.directory / LOAD_FILE).write_bytes(dat.encode("utf-8-sig"))
     own = f"production {production.name}: "
     rows = [e.to_dict() for p in production.produced for e in access.entries(recording_id=p.recording_id)
-            if whole_log or (e.action == "export" and (e.detail or "").startswith(own))]
+            if only is None or (e.user == only and e.action == "export" and (e.detail or "").startswith(own))]
     (production.directory / ACCESS_LOG).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
                                                    encoding="utf-8")
 

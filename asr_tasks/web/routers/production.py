@@ -6,6 +6,7 @@ calls' whole access history the access log's."""
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import tempfile
 import zipfile
@@ -25,6 +26,7 @@ from asr_tasks.web.pages import held
 
 PERMISSION = "export"
 UNREDACTED = "read_unredacted"
+MAX_IDS = 10_000  # calls named by id in one request
 ACCESS_LOG = "access_log"  # the calls' whole access history in the package; without it, the production's own
 
 router = APIRouter()
@@ -44,7 +46,9 @@ def produce_zip(request: Request, door: CallDoor, filters: SearchFilters, q: str
     if q is None and not ids:
         raise HTTPException(status_code=422, detail="name the calls: a search (q, with its filters) or ids")
     chosen = [*ids, *(searched(door.index(), search_query(q), filters) if q is not None else [])]
-    name = f"production-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
+    if len(ids) > MAX_IDS:
+        raise HTTPException(status_code=422, detail=f"{len(ids)} ids: at most {MAX_IDS} in one production")
+    name = f"production-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"  # each its own
     work = Path(tempfile.mkdtemp(prefix="asr-production-"))
     try:
         production = produce(door, chosen, work / name, original=original, prefix=prefix, start=start, name=name,
