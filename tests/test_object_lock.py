@@ -5,6 +5,8 @@ erasure still works on what nothing holds."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -16,7 +18,7 @@ from minio import Minio
 from minio.deleteobjects import DeleteObject
 from minio.error import S3Error
 
-from asr_tasks.config import ConfigError, Settings
+from asr_tasks.config import PROJECT_ROOT, ConfigError, Settings
 from asr_tasks.intake.locks import LockError, object_locks
 from asr_tasks.intake.stores import LocalStore, open_store
 from asr_tasks.models import Recording, recording_id_for
@@ -178,6 +180,33 @@ def test_a_release_leaves_minio_holding_what_another_hold_covers_and_a_new_uploa
     assert source_holds() == [False, False]
 
 
+def test_an_archive_from_before_object_lock_is_sealed_by_asr_lock(settings: Settings, s3_server: S3Server) -> None:
+    run = uuid.uuid4().hex[:8]
+    bucket = f"rec-{run}"
+    client = client_of(s3_server)
+    client.make_bucket(bucket, object_lock=True)
+    before = s3_server.settings(settings, recordings_bucket=bucket, artefacts_bucket=f"art-{run}")
+    store = open_store(before.storage)
+    ledger = open_ledger(before.ledger)
+    recs = []
+    for who in ("kept", "held"):
+        key = f"calls/2026/11/27/{who}-{run}.wav"
+        store.put_bytes(bucket, key, f"RIFF {who}".encode())
+        recs.append(Recording(recording_id_for(bucket, key, who), bucket, key, who, 9, who, DAY.isoformat(),
+                              customer_id=f"CU-{who}"))
+    ledger.sensed(recs, "m", "1")
+    Holds(ledger, AccessLog(ledger)).place("customer", "dispute", "officer", value="CU-held")  # locking off then
+    assert client.get_object_retention(bucket, recs[0].key) is None
+    on = s3_server.settings(settings, recordings_bucket=bucket, artefacts_bucket=f"art-{run}", object_lock=True,
+                            retention_days={f"{bucket}/calls/": 2555})
+    holds = Holds(ledger, AccessLog(ledger), record_locks(store, on.storage))
+    assert holds.seal(DAY.isoformat(), DAY.isoformat()) == (2, 2)
+    for rec in recs:
+        retention = client.get_object_retention(bucket, rec.key)
+        assert retention is not None and retention.retain_until_date == datetime(2033, 11, 26, tzinfo=timezone.utc)
+    assert [client.is_object_legal_hold_enabled(bucket, r.key) for r in recs] == [False, True]
+
+
 def test_in_compliance_mode_not_even_the_products_erasure_ends_a_retention(settings: Settings,
                                                                           s3_server: S3Server) -> None:
     run = uuid.uuid4().hex[:8]
@@ -208,6 +237,10 @@ def test_a_store_that_cannot_lock_says_so(settings: Settings, s3_server: S3Serve
         settings.override(object_lock=True)
     with pytest.raises(LockError, match="cannot lock objects"):
         object_locks(LocalStore(tmp_path), True, "governance")
+    refused = subprocess.run([sys.executable, "-m", "asr_tasks.cli", "lock"], capture_output=True, text=True,
+                             cwd=PROJECT_ROOT, timeout=120, env={"ASR_LEDGER_URL": settings.ledger.ledger_url,
+                                                                 "PATH": "/usr/bin:/bin"})
+    assert refused.returncode == 2 and "object_lock is off" in refused.stderr
     assert object_locks(LocalStore(tmp_path), False, "governance") is None
     run = uuid.uuid4().hex[:8]
     client_of(s3_server).make_bucket(f"plain-{run}")  # made without locking

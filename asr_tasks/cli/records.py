@@ -121,6 +121,21 @@ def cmd_retention(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lock(args: argparse.Namespace) -> int:
+    """Seal what is already in the store, as indexing seals each new call once ``object_lock`` is on."""
+    from asr_tasks.records.holds import HoldError
+
+    day_range(args.since, args.until, "--from", "--to")
+    try:
+        calls, objects = _holds().seal(args.since, args.until)
+    except HoldError as exc:
+        print(f"asr: lock: {exc}", file=sys.stderr)
+        return 2
+    print_json({"recordings": calls, "objects": objects}) if args.json else print(
+        f"{calls} recordings sealed in the store ({objects} objects retained, and held where a hold covers them)")
+    return 0
+
+
 def cmd_access_log(args: argparse.Namespace) -> int:
     from asr_tasks.records.access_log import AccessLog
     from asr_tasks.records.ledger import open_ledger
@@ -223,6 +238,13 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--date", action=Checked, check=calendar_day, help="YYYY-MM-DD, the day it runs for (default: today)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_retention)
+
+    p = sub.add_parser("lock", help="with object_lock: retain (and hold) in MinIO the recordings already there, "
+                                    "as indexing does for each new one")
+    p.add_argument("--from", dest="since", action=Checked, check=calendar_day, help="YYYY-MM-DD (call date)")
+    p.add_argument("--to", dest="until", action=Checked, check=calendar_day, help="YYYY-MM-DD (that day included)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_lock)
 
     p = sub.add_parser("access-log", help="who searched, played, exported, erased or held what; --verify: whether "
                                           "it is as it was written")

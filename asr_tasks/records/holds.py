@@ -23,7 +23,7 @@ from asr_tasks.models import Recording
 from asr_tasks.records.ledger import Ledger, as_utc, batches
 from asr_tasks.records.locking import RecordLocks
 from asr_tasks.records.tables import legal_holds, recordings
-from asr_tasks.states import NOT_CURRENT_STATES, RecordingState
+from asr_tasks.states import GONE_STATES, NOT_CURRENT_STATES, RecordingState
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +161,27 @@ class Holds:
                 if self.locks is not None:  # the new upload is evidence too: MinIO holds it beside the old
                     self.locks.hold_key(w.rec.bucket, w.rec.key)
         return untouched | gone
+
+    def seal(self, date_from: str | None = None, date_to: str | None = None) -> tuple[int, int]:
+        """Every recording not erased (of the days given) sealed in MinIO as indexing seals a new one: retained
+        until its rule ends, under legal hold where a hold covers it; for an archive from before ``object_lock``
+        was turned on, or a hold whose MinIO part failed. Returns the recordings and their objects."""
+        if self.locks is None:
+            raise HoldError("object_lock is off: there is nothing to seal in the store")
+        t = recordings
+        query = select(t).where(t.c.state.not_in(GONE_STATES))
+        if date_from:
+            query = query.where(t.c.call_date >= date_from)
+        if date_to:
+            query = query.where(t.c.call_date <= date_to)
+        active = self.listed()
+        calls = objects = 0
+        with self.engine.connect() as db:
+            rows = [dict(r._mapping) for r in db.execute(query.order_by(t.c.call_date, t.c.key))]
+        for row in rows:
+            objects += self.locks.seal(row, held=self.holding(row, active) is not None)
+            calls += 1
+        return calls, objects
 
     def _held_keys(self, rows: list[dict[str, Any]], active: list[Hold]) -> set[tuple[str, str]]:
         """The keys of these rows of which another version (another upload, another party) is still held: their
