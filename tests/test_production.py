@@ -228,6 +228,11 @@ def test_the_page_produces_through_the_door(day: Day, tmp_path: Path) -> None:
     refused = client.get("/api/produce.zip", params={"q": "secret", "original": "true"}, headers={"X-User": "eve"})
     assert refused.status_code == 403 and "Call Unredacted Reader" in refused.json()["detail"]
     assert client.get("/api/produce.zip", headers={"X-User": "eve"}).status_code == 422
+    nothing = client.get("/api/produce.zip", params={"q": "zzzznothing"}, headers={"X-User": "eve"})
+    assert nothing.status_code == 422 and "nothing to produce" in nothing.json()["detail"]
+    some_refused = client.get("/api/produce.zip", params={"q": "secret"}, headers={"X-User": "eve"})
+    assert some_refused.headers["x-refused-calls"] == "1" and some_refused.headers["x-produced-calls"] == "3"
+    assert '-1-refused.zip"' in some_refused.headers["content-disposition"]
     answer = client.get("/api/produce.zip", params={"q": "secret", "date_from": DAY, "date_to": DAY},
                         headers={"X-User": "eve"})
     assert answer.status_code == 200 and answer.headers["content-type"] == "application/zip"

@@ -26,7 +26,7 @@ from asr_tasks.web.pages import held
 
 PERMISSION = "export"
 UNREDACTED = "read_unredacted"
-MAX_IDS = 10_000  # calls named by id in one request
+MAX_IDS = 10_000  # calls in one production from the page (by id, or a search's)
 ACCESS_LOG = "access_log"  # the calls' whole access history in the package; without it, the production's own
 
 router = APIRouter()
@@ -45,9 +45,14 @@ def produce_zip(request: Request, door: CallDoor, filters: SearchFilters, q: str
                                                     f"{PERMISSIONS[UNREDACTED].role}")
     if q is None and not ids:
         raise HTTPException(status_code=422, detail="name the calls: a search (q, with its filters) or ids")
-    chosen = [*ids, *(searched(door.index(), search_query(q), filters) if q is not None else [])]
     if len(ids) > MAX_IDS:
         raise HTTPException(status_code=422, detail=f"{len(ids)} ids: at most {MAX_IDS} in one production")
+    chosen = list(dict.fromkeys([*ids, *(searched(door.index(), search_query(q), filters) if q is not None else [])]))
+    if not chosen:
+        raise HTTPException(status_code=422, detail="no call matches: there is nothing to produce")
+    if len(chosen) > MAX_IDS:  # built whole before the first byte goes: asr produce takes more
+        raise HTTPException(status_code=422, detail=f"{len(chosen)} calls: at most {MAX_IDS} in one production "
+                                                    f"from the page; narrow the search, or use asr produce")
     name = f"production-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"  # each its own
     work = Path(tempfile.mkdtemp(prefix="asr-production-"))
     try:
@@ -60,7 +65,10 @@ def produce_zip(request: Request, door: CallDoor, filters: SearchFilters, q: str
     except BaseException:
         shutil.rmtree(work)
         raise
-    return FileResponse(archive, media_type="application/zip", filename=archive.name,
+    left = f"-{len(production.refused)}-refused" if production.refused else ""  # seen in the download's name
+    return FileResponse(archive, media_type="application/zip", filename=f"{name}{left}.zip",
+                        headers={"X-Produced-Calls": str(len(production.produced)),
+                                 "X-Refused-Calls": str(len(production.refused))},
                         background=BackgroundTask(shutil.rmtree, work, ignore_errors=True))
 
 
