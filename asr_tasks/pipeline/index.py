@@ -17,7 +17,7 @@ from asr_tasks.pipeline.results import StageResult
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.holds import Hold, Holds
 from asr_tasks.records.ledger import Ledger, open_ledger
-from asr_tasks.records.locking import RecordLocks, record_locks
+from asr_tasks.records.locking import record_locks
 from asr_tasks.states import FINAL_STATES, NOT_CURRENT_STATES, RecordingState
 from asr_tasks.text.masking import configured_policy, remask
 from asr_tasks.version import RecordingVersion
@@ -76,22 +76,19 @@ def index_results(
 @dataclass
 class Sealing:
     """With object locking, each recording's objects retained and held as the ledger says (``locking.py``), once
-    its artefacts are all written."""
+    its artefacts are all written; the holds in force read once."""
 
-    locks: RecordLocks | None
     holds: Holds
     active: list[Hold]
 
     @classmethod
     def of(cls, store: ObjectStore, settings: Settings, ledger: Ledger) -> Sealing:
-        locks = record_locks(store, settings.storage)
-        holds = Holds(ledger, AccessLog(ledger), locks)
-        return cls(locks, holds, holds.listed() if locks is not None else [])
+        holds = Holds(ledger, AccessLog(ledger), record_locks(store, settings.storage))
+        return cls(holds, holds.listed() if holds.locks is not None else [])
 
     def seal(self, recording_id: str) -> None:
-        if self.locks is not None:
-            for row in self.holds.ledger.versions([recording_id]):
-                self.locks.seal(row, held=self.holds.holding(row, self.active) is not None)
+        if self.holds.locks is not None:
+            self.holds.seal_rows(self.holds.ledger.versions([recording_id]), self.active)
 
 
 def reindex_day(call_date: str, store: ObjectStore, index: TranscriptIndex, settings: Settings) -> dict[str, int]:

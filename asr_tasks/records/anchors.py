@@ -21,6 +21,7 @@ from sqlalchemy import select
 
 from asr_tasks.intake.stores import MinioStore, ObjectStore, put_json
 from asr_tasks.records.access_log import AccessLog, ChainCheck
+from asr_tasks.records.ledger import batches
 from asr_tasks.records.locking import RecordLocks
 from asr_tasks.records.tables import access_log
 
@@ -115,9 +116,8 @@ def unmatched(access: AccessLog, anchors: list[Anchor]) -> list[str]:
     """What of each anchor the log no longer holds: its row gone, or its row's hash not the anchored one."""
     hashes: dict[int, str | None] = {}
     with access.engine.connect() as db:
-        ids = sorted({a.id for a in anchors})
-        for start in range(0, len(ids), 500):
-            query = select(access_log.c.id, access_log.c.row_hash).where(access_log.c.id.in_(ids[start:start + 500]))
+        for batch in batches(sorted({a.id for a in anchors})):
+            query = select(access_log.c.id, access_log.c.row_hash).where(access_log.c.id.in_(batch))
             hashes.update({row.id: row.row_hash for row in db.execute(query)})
     problems = []
     for a in anchors:

@@ -174,14 +174,16 @@ class Holds:
             query = query.where(t.c.call_date >= date_from)
         if date_to:
             query = query.where(t.c.call_date <= date_to)
-        active = self.listed()
-        calls = objects = 0
         with self.engine.connect() as db:
             rows = [dict(r._mapping) for r in db.execute(query.order_by(t.c.call_date, t.c.key))]
-        for row in rows:
-            objects += self.locks.seal(row, held=self.holding(row, active) is not None)
-            calls += 1
-        return calls, objects
+        return len(rows), self.seal_rows(rows, self.listed())
+
+    def seal_rows(self, rows: Iterable[dict[str, Any]], active: list[Hold]) -> int:
+        """These recordings sealed in MinIO (where object locking is on): retained, and held where one of the
+        ``active`` holds covers them; returns the objects."""
+        if self.locks is None:
+            return 0
+        return sum(self.locks.seal(row, held=self.holding(row, active) is not None) for row in rows)
 
     def _held_keys(self, rows: list[dict[str, Any]], active: list[Hold]) -> set[tuple[str, str]]:
         """The keys of these rows of which another version (another upload, another party) is still held: their
@@ -190,9 +192,8 @@ class Holds:
         keys = sorted({(row["bucket"], row["key"]) for row in rows})
         held: set[tuple[str, str]] = set()
         with self.engine.connect() as db:
-            for start in range(0, len(keys), 500):
-                query = select(t).where(tuple_(t.c.bucket, t.c.key).in_(keys[start:start + 500]),
-                                        t.c.state != RecordingState.ERASED)
+            for batch in batches(keys):
+                query = select(t).where(tuple_(t.c.bucket, t.c.key).in_(batch), t.c.state != RecordingState.ERASED)
                 held.update((r.bucket, r.key) for r in db.execute(query) if self.holding(dict(r._mapping), active))
         return held
 

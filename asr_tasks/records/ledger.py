@@ -20,7 +20,7 @@ import logging
 import os
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Collection, Iterable, Iterator, Mapping
+from typing import Any, Collection, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from alembic import command
 from alembic.config import Config
@@ -72,7 +72,10 @@ def resolve_url(url: str) -> str:
     return parsed.set(database=str(path)).render_as_string(hide_password=False)
 
 
-def batches(items: list[str], size: int = 500) -> Iterator[list[str]]:
+T = TypeVar("T")
+
+
+def batches(items: Sequence[T], size: int = 500) -> Iterator[Sequence[T]]:
     """Ids or keys in batches small enough for one ``IN``."""
     for start in range(0, len(items), size):
         yield items[start : start + size]
