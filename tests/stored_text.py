@@ -27,6 +27,7 @@ ID_SHAPES = {
     "recording_id": re.compile(r"[0-9a-f]{24}"), "finding_id": re.compile(r"[0-9a-f]{24}"),
     "segment_id": re.compile(r"[0-9a-f]{24}-\d{5}"), "pii_policy": re.compile(r"[0-9a-f]{12}"),
     "id": re.compile(r"\d{1,9}"),  # a row number
+    "hash": re.compile(r"[0-9a-f]{64}"), "row_hash": re.compile(r"[0-9a-f]{64}"),  # the access log's SHA-256
     "call_date": re.compile(_TIME), "date": re.compile(_TIME), "started_at": re.compile(_TIME),
 }
 TIME_SUFFIX = "_at"  # sensed_at, updated_at, erased_at, indexed_at, ...
