@@ -138,6 +138,25 @@ def test_concurrent_indexers_of_one_object_never_collide(tmp_path: Path) -> None
     assert len(rows) == 1  # one object, one version in the view
 
 
+def test_new_index_files_opened_by_many_processes_at_once_all_open_in_wal(tmp_path: Path) -> None:
+    """Switching a new file to WAL does not wait on SQLite's busy timeout: processes opening one new file at once
+    (a day's workers) are retried until it is switched, instead of failing with "database is locked"."""
+    import multiprocessing
+    import sqlite3
+
+    paths = [str(tmp_path / f"{n}.sqlite") for n in range(15)]
+    with multiprocessing.get_context("fork").Pool(6) as pool:
+        for path in paths:
+            assert pool.map(_open_index, [path] * 6) == ["ok"] * 6
+    for path in paths:
+        assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def _open_index(path: str) -> str:
+    SqliteIndex(Path(path))
+    return "ok"
+
+
 def _index_versions(path: str, worker: int) -> str:
     index = SqliteIndex(Path(path))
     for n in range(40):  # the same version (a task and its retry) and other versions, from every worker

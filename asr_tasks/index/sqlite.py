@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from asr_tasks.wal import write_ahead
 from asr_tasks.index.base import TranscriptIndex, recording_fields, tag_list, transcript_summary
 from asr_tasks.index.fts5 import FORM_WEIGHTS, FTS_COLUMNS, forget_words, insert_words, match_expression
 from asr_tasks.index.query import (
@@ -125,7 +126,7 @@ class SqliteIndex(TranscriptIndex):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with closing(self._connect()) as db, db:
-            db.execute("PRAGMA journal_mode=WAL")
+            write_ahead(db, str(self.path))
             db.executescript(SCHEMA)
             have = {r[1] for r in db.execute("PRAGMA table_info(recordings)")}
             for name, kind in ADDED_COLUMNS.items():  # an index file written before these columns existed

@@ -48,6 +48,7 @@ from asr_tasks.config import PROJECT_ROOT, LedgerSettings
 from asr_tasks.models import Recording
 from asr_tasks.records.tables import STAGES, access_log, finding_reviews, recordings, score_overrides
 from asr_tasks.states import FINAL_STATES, GONE_STATES, RecordingState
+from asr_tasks.wal import write_ahead
 
 log = logging.getLogger(__name__)
 
@@ -373,8 +374,8 @@ def upgrade_schema(engine: Engine) -> None:
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    write_ahead(dbapi_connection, "ledger")  # readers (asr status) never block the stages
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")  # readers (asr status) never block the stages
     cursor.execute("PRAGMA busy_timeout=60000")
     cursor.execute("PRAGMA secure_delete=ON")  # a tombstone's old key and parties are overwritten, not left free
     cursor.close()
