@@ -200,7 +200,6 @@ class AudioSettings(_Section):
     loudness_normalize: bool = True
     loudness_target_lufs: float = -23.0
     loudness_true_peak_db: float = -2.0
-    loudness_two_pass_min_seconds: float = 60.0
     channel_speakers: dict[str, str] = field(default_factory=lambda: {"0": "agent", "1": "customer"})
     mono_speaker: str = "mixed"
     vad_threshold: float = 0.5

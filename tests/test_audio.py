@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from asr_tasks.config import AudioSettings
+from asr_tasks.intake import loudness
 from asr_tasks.intake.audio import (
     AudioInfo,
     InvalidAudio,
     decode,
-    measure_loudness,
     pcm_blocks,
     pcm_duration,
     probe,
@@ -265,41 +265,21 @@ def quiet_then_loud(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_measure_loudness_of_a_reference_tone(tmp_path: Path) -> None:
-    """EBU R128: a 1 kHz sine at -20 dBFS peak in one channel measures -23 LUFS."""
-    raw = tmp_path / "tone.pcm"
-    t = np.arange(10 * SR) / SR
-    (np.sin(2 * np.pi * 1000 * t) * 0.1 * 32768).astype("<i2").tofile(raw)
-    measured = measure_loudness(raw, NORMALISED)
-    assert measured["input_i"] == pytest.approx(-23.0, abs=0.2)
-    assert measured["input_tp"] == pytest.approx(-20.0, abs=0.2)
-
-
-def test_two_pass_applies_one_linear_gain(quiet_then_loud: Path, tmp_path: Path) -> None:
-    """Long files: measured first, then one gain; the quiet and the loud half keep their 25 dB."""
-    two_pass = dataclasses.replace(NORMALISED, loudness_two_pass_min_seconds=10.0)
-    out = decode(quiet_then_loud, probe(quiet_then_loud, two_pass), tmp_path, two_pass)[-1]
+def test_normalisation_applies_one_linear_gain(quiet_then_loud: Path, tmp_path: Path) -> None:
+    """Measured first, then one gain, at any length: the quiet and the loud half keep their 25 dB."""
+    out = decode(quiet_then_loud, probe(quiet_then_loud, NORMALISED), tmp_path, NORMALISED)[-1]
     pcm = samples(out)
     assert len(pcm) == pytest.approx(16 * SR, abs=SR // 100)
     quiet, loud = pcm[SR : 7 * SR], pcm[9 * SR : 15 * SR]
     assert level_db(loud) - level_db(quiet) == pytest.approx(25.0, abs=0.5)
-    assert measure_loudness(out, two_pass)["input_i"] == pytest.approx(two_pass.loudness_target_lufs, abs=1.0)
+    assert loudness.measure(pcm_blocks(out), SR).integrated == pytest.approx(NORMALISED.loudness_target_lufs, abs=0.5)
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]
 
 
-def test_one_pass_for_short_files_rides_the_level(quiet_then_loud: Path, tmp_path: Path) -> None:
-    """Below the two-pass length the dynamic one-pass mode runs: it narrows the 25 dB gap."""
-    assert NORMALISED.loudness_two_pass_min_seconds > 16
-    out = decode(quiet_then_loud, probe(quiet_then_loud, NORMALISED), tmp_path, NORMALISED)[-1]
-    pcm = samples(out)
-    gap = level_db(pcm[9 * SR : 15 * SR]) - level_db(pcm[SR : 7 * SR])
-    assert gap < 20.0
-
-
-def test_two_pass_leaves_digital_silence_alone(tmp_path: Path) -> None:
+def test_normalisation_leaves_digital_silence_alone(tmp_path: Path) -> None:
     src = tmp_path / "silence.wav"
     ffmpeg("-f", "lavfi", "-i", "anullsrc=r=8000:cl=mono", "-t", "12", "-c:a", "pcm_s16le", str(src))
-    two_pass = dataclasses.replace(NORMALISED, loudness_two_pass_min_seconds=10.0)
-    out = decode(src, probe(src, two_pass), tmp_path / "out", two_pass)[-1]
+    out = decode(src, probe(src, NORMALISED), tmp_path / "out", NORMALISED)[-1]
     pcm = samples(out)
     assert len(pcm) == 12 * SR and not pcm.any()
     assert [p.name for p in (tmp_path / "out").iterdir()] == [out.name]

@@ -19,7 +19,6 @@ worker's memory does not grow with the length of the recording.
 from __future__ import annotations
 
 import json
-import math
 import re
 import signal
 import struct
@@ -34,11 +33,11 @@ import ffmpeg
 import numpy as np
 
 from asr_tasks.config import AudioSettings
+from asr_tasks.intake import loudness
 from asr_tasks.models import SAMPLE_RATE
 
 BYTES_PER_SAMPLE = 2  # s16le
 BLOCK_SAMPLES = 1 << 20  # 64 s of 16 kHz PCM per block read
-LOUDNESS_RANGE_LU = 11.0  # loudnorm's LRA target for one-pass (dynamic) normalisation
 STDERR_LINES = 64  # how much of ffmpeg's log is kept to explain a failure or read a measurement
 _FFMPEG = ["ffmpeg", "-nostdin", "-hide_banner", "-nostats"]
 # ffmpeg's demuxers for what call recorders write: RIFF/WAVE (and Wave64) with any codec, MP3, FLAC, Ogg
@@ -165,14 +164,11 @@ def decode(path: Path, info: AudioInfo, out_dir: Path, settings: AudioSettings) 
 
     One ffmpeg pass splits the channels; a "stereo" file whose sides are identical
     or one side silent becomes mono; loudness normalisation then runs on what is kept,
-    so a silent side's hiss is never amplified into something the VAD calls speech.
-    A short call with one mix to keep (the contact centre's usual IVR leg) is
-    decoded and normalised in the same ffmpeg pass: one process start-up, not two.
+    in this process, so a silent side's hiss is never amplified into something the
+    VAD calls speech, and no channel costs a second ffmpeg process.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    one_pass = (settings.loudness_normalize and channel_plan(info) == [-1]
-                and info.duration < settings.loudness_two_pass_min_seconds)
-    raw = _split_channels(path, info, out_dir, settings, normalise=one_pass)
+    raw = _split_channels(path, info, out_dir, settings)
     decoded = max(pcm_duration(p, SAMPLE_RATE) for p in raw.values())
     if decoded <= 0:
         raise InvalidAudio("no audio data could be decoded")
@@ -182,8 +178,6 @@ def decode(path: Path, info: AudioInfo, out_dir: Path, settings: AudioSettings) 
         raise InvalidAudio(
             f"truncated or corrupt: decoded {decoded:.1f} s of the {info.duration:.1f} s its header declares"
         )
-    if one_pass:
-        return {-1: raw[-1].rename(out_dir / "mix.pcm")}
     if len(raw) == 2:
         raw = _fold_stereo(raw[0], raw[1])
     outputs: dict[int, Path] = {}
@@ -196,12 +190,8 @@ def decode(path: Path, info: AudioInfo, out_dir: Path, settings: AudioSettings) 
     return outputs
 
 
-def _split_channels(path: Path, info: AudioInfo, out_dir: Path, settings: AudioSettings,
-                    normalise: bool = False) -> dict[int, Path]:
-    """One ffmpeg pass: each planned channel (or the mix) resampled into its own raw PCM file.
-
-    ``normalise`` adds one-pass loudness normalisation to every output.
-    """
+def _split_channels(path: Path, info: AudioInfo, out_dir: Path, settings: AudioSettings) -> dict[int, Path]:
+    """One ffmpeg pass: each planned channel (or the mix) resampled into its own raw PCM file."""
     plan = channel_plan(info)
     demuxer = info.format_name.split(",")[0]
     audio = ffmpeg.input(_url(path), f=demuxer, protocol_whitelist="file",
@@ -216,8 +206,6 @@ def _split_channels(path: Path, info: AudioInfo, out_dir: Path, settings: AudioS
         elif info.channels > 1:  # "<" renormalises the gains: the plain mean of all channels
             stream = stream.filter("pan", "mono|c0<" + "+".join(f"c{c}" for c in range(info.channels)))
         stream = stream.filter("aresample", SAMPLE_RATE)
-        if normalise:
-            stream = _one_pass_loudnorm(stream, settings)
         paths[ch] = out_dir / (f"ch{ch}.raw.pcm" if ch >= 0 else "mix.raw.pcm")
         # -t stops a file whose header hides its length one second past the limit
         outputs.append(ffmpeg.output(stream, str(paths[ch]), ar=SAMPLE_RATE,
@@ -247,70 +235,18 @@ def _fold_stereo(left: Path, right: Path) -> dict[int, Path]:
 
 
 def normalise_loudness(raw: Path, out: Path, settings: AudioSettings) -> None:
-    """EBU R128 loudness normalisation of one channel's PCM into ``out``; ``raw`` is consumed.
+    """One channel's PCM brought to the target loudness by one gain into ``out``; ``raw`` is consumed.
 
-    Recordings of at least ``loudness_two_pass_min_seconds`` get two passes: measure the
-    whole channel, then apply one linear gain (loudnorm falls back to dynamic mode itself
-    when that gain would push true peaks over the limit). A single gain keeps a long
-    call's quiet and loud passages in proportion, where the one-pass (dynamic) mode
-    rides the level like an automatic gain control; short clips keep the one pass.
+    Measured first, over the whole channel (``loudness.measure``), then applied: a
+    call's quiet and loud passages keep their proportion, and digital silence is
+    left as it is.
     """
-    sr = SAMPLE_RATE
-    if pcm_duration(raw, sr) < settings.loudness_two_pass_min_seconds:
-        stream = _one_pass_loudnorm(ffmpeg.input(str(raw), f="s16le", ar=sr, ac=1), settings)
-    else:
-        measured = measure_loudness(raw, settings)
-        if not math.isfinite(measured["input_i"]):  # digital silence: no level to correct
-            raw.rename(out)
-            return
-        stream = (
-            ffmpeg.input(str(raw), f="s16le", ar=sr, ac=1)
-            .filter("loudnorm", I=settings.loudness_target_lufs, TP=settings.loudness_true_peak_db,
-                    # linear mode needs the target range to cover the measured one; the range is not compressed
-                    LRA=min(50.0, max(LOUDNESS_RANGE_LU, measured["input_lra"])),
-                    measured_I=_clamp(measured["input_i"], -99.0, 0.0),
-                    measured_TP=_clamp(measured["input_tp"], -99.0, 99.0),
-                    measured_LRA=_clamp(measured["input_lra"], 0.01, 99.0),  # 0 would mean "not measured"
-                    measured_thresh=_clamp(measured["input_thresh"], -99.0, -0.01),
-                    linear="true")
-            .filter("aresample", sr)
-            .filter("aformat", sample_fmts="s16", channel_layouts="mono")
-        )
-    _run(ffmpeg.output(stream, str(out), ar=sr, **_PCM_OUT), "loudness normalisation failed")
+    measured = loudness.measure(pcm_blocks(raw), SAMPLE_RATE)
+    gain = loudness.gain_db(measured, settings.loudness_target_lufs)
+    with out.open("wb") as sink:
+        for block in loudness.apply(pcm_blocks(raw), gain, settings.loudness_true_peak_db):
+            sink.write(block.tobytes())
     raw.unlink()
-
-
-def _one_pass_loudnorm(stream: Any, settings: AudioSettings) -> Any:
-    """loudnorm's one-pass (dynamic) mode, back at the pipeline's rate and sample format."""
-    return (
-        stream.filter("loudnorm", I=settings.loudness_target_lufs, TP=settings.loudness_true_peak_db,
-                      LRA=LOUDNESS_RANGE_LU)
-        .filter("aresample", SAMPLE_RATE)
-        .filter("aformat", sample_fmts="s16", channel_layouts="mono")
-    )
-
-
-def measure_loudness(pcm: Path, settings: AudioSettings) -> dict[str, float]:
-    """Integrated loudness, true peak, loudness range and gate threshold of a PCM file.
-
-    loudnorm runs in linear mode at unity gain (measured_I = target): its input
-    statistics are the same EBU R128 measurement a dynamic first pass reports, without
-    the cost of the dynamic gain and limiter it would compute and throw away.
-    """
-    target = settings.loudness_target_lufs
-    stream = ffmpeg.input(str(pcm), f="s16le", ar=SAMPLE_RATE, ac=1).filter(
-        "loudnorm", I=target, TP=settings.loudness_true_peak_db, LRA=LOUDNESS_RANGE_LU,
-        measured_I=target, measured_TP=-99, measured_LRA=1, measured_thresh=target - 10,
-        linear="true", print_format="json",
-    )
-    log = _run(ffmpeg.output(stream, "-", f="null"), "loudness measurement failed", loglevel="info")
-    try:
-        first = max(i for i, line in enumerate(log) if line.strip() == "{")
-        last = max(i for i, line in enumerate(log) if line.strip() == "}")
-        report = json.loads("\n".join(log[first : last + 1]))
-        return {key: float(report[key]) for key in ("input_i", "input_tp", "input_lra", "input_thresh")}
-    except (ValueError, KeyError) as exc:
-        raise InvalidAudio(f"loudness measurement failed: no loudnorm report ({exc})") from None
 
 
 def _run(stream_spec: Any, what: str, loglevel: str = "error", timeout: float | None = None) -> list[str]:
@@ -463,10 +399,6 @@ def _probe_error(stderr: str, path: Path) -> str:
         if line and line not in lines:
             lines.append(line)
     return "; ".join(lines[-2:]) or "ffprobe failed"
-
-
-def _clamp(value: float, lo: float, hi: float) -> float:
-    return min(hi, max(lo, value))
 
 
 def _float(value: object) -> float | None:
