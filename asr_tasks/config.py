@@ -51,6 +51,8 @@ GONE = {
     "sample_rate": "audio is always decoded to 16 kHz, the rate the VAD and the models are made for; remove it",
     "minio_public_url": "browsers no longer fetch audio from MinIO: the search app serves every byte, so that "
                         "each request is logged; remove it",
+    "loudness_two_pass_min_seconds": "every recording's channels get one linear gain from one BS.1770 measurement, "
+                                     "whatever their length; remove it",
 }
 
 def regular_expression(pattern: str) -> str:

@@ -2,23 +2,31 @@
 
 The day holds a few hundred short calls (2-15 s, 8 kHz mono: IVR legs and
 call-backs) and some long stereo calls (agent left, customer right), all of
-known text. Three measurements of the same audio, in one process:
+known text. Three measurements of the same audio:
 
-- pipeline: the real ``transcribe_daily`` DAG (``dag.test()``) on the embedded
-  defaults, from the sensor to the index: decoding, loudness, VAD, ASR,
-  stitching, post-processing, the quality gate, indexing and Airflow itself;
+- pipeline: the real ``transcribe_daily`` DAG on the embedded defaults, from
+  the sensor to the index: decoding, loudness, VAD, ASR, stitching,
+  post-processing, the quality gate, indexing and Airflow itself. By default in
+  this process (``dag.test()``: one task at a time); with ``--scheduler``, under
+  the scheduler `make standalone` runs (LocalExecutor, one worker per core), the
+  day cut into shards of ``--shard-recordings``, so that the next shard is
+  preprocessed while the GPU pool's one slot transcribes the one before;
 - engine: ``transcribe_batch`` alone over the chunks the pipeline cut, already
   in memory, with the model already loaded;
 - naive: the seed article's loop, faster-whisper's ``transcribe`` on each whole
   file (``--naive-every N`` times every N-th file only; its speed is a rate, so a
   sample measures it, at a fraction of the time).
 
-Seconds per stage are the tasks' own; peak RSS per task comes from a task
-listener that resets the process's high-water mark (``/proc/self/clear_refs``)
-when a task starts and reads it when the task ends (ffmpeg's children not included).
+Seconds per stage are the tasks' own; in this process, peak RSS per task comes
+from a task listener that resets the process's high-water mark
+(``/proc/self/clear_refs``) when a task starts and reads it when the task ends
+(ffmpeg's children not included). Under the scheduler, the times are Airflow's
+own records of each task instance, and ``pipeline.preprocessing_overlapped_s``
+says how long shards were preprocessed while another was being transcribed
+(packing's figures and peak RSS are the tasks' processes', not shown there).
 
     .venv/bin/python bench/pipeline.py [--json] [--quick] [--short-calls 200] [--long-calls 2] [--long-minutes 5]
-                                       [--naive-every 1]
+                                       [--naive-every 1] [--scheduler [--shard-recordings 50]]
 
 ``--quick`` runs the same day with four short calls and one long call of 15 s,
 the naive loop on one file of them.
@@ -43,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from pluggy import HookimplMarker
+from scheduler import Standalone, TaskInstance, airflow_env
 from synthetic import Call, Naive, parse_args, print_report, synthesise, synthesise_conversation, timed, wer
 
 from asr_tasks.config import PROJECT_ROOT
@@ -102,25 +111,13 @@ def build_day(folder: Path, store_root: Path, args: argparse.Namespace) -> dict[
     return by_key
 
 
-def environment(tmp: Path) -> None:
-    """Embedded defaults, with every file of the run under ``tmp``; Airflow's metadata DB in SQLite."""
-    os.environ.update({
-        "ASR_STORE_ROOT": str(tmp / "store"),
-        "ASR_LEDGER_URL": f"sqlite:///{tmp / 'ledger.sqlite'}",
-        "ASR_INDEX_PATH": str(tmp / "index.sqlite"),
-        "ASR_WORK_DIR": str(tmp / "work"),
-        "ASR_DEVICE_LOCK_DIR": str(tmp / "locks"),
-        "ASR_TASK_RETRIES": "0",  # a failure ends the run at once
-        "AIRFLOW_HOME": str(tmp / "airflow"),
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{tmp / 'airflow' / 'airflow.db'}",
-        "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT_ROOT / "dags"),
-        "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT_ROOT / "plugins"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",  # the report, not the task logs
-        "HF_HUB_OFFLINE": "1",
-        "PYTHONWARNINGS": "ignore",
-    })
+def environment(tmp: Path, extra: dict[str, str]) -> None:
+    """Embedded defaults, with every file of the run under ``tmp``, for this process and the scheduler's tasks."""
+    os.environ.update(airflow_env(tmp, {"AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING", **extra}))
     (tmp / "airflow").mkdir()
+
+
+def prepare_database() -> None:
     for step in ([str(BIN / "airflow"), "db", "migrate"], [str(BIN / "asr"), "pools", "--apply"]):
         subprocess.run(step, check=True, capture_output=True)
 
@@ -137,6 +134,36 @@ def run_dag(meter: TaskMeter) -> float:
     if run.state != "success":
         raise SystemExit(f"transcribe_daily ended {run.state}: {meter.rows}")
     return wall
+
+
+def run_on_scheduler(tmp: Path) -> tuple[float, list[dict[str, Any]], dict[str, float]]:
+    """One run of transcribe_daily for the day under a real scheduler: its wall seconds, its task instances, and
+    how long preprocessing overlapped a transcription and no task ran at all (between the first start and the last
+    end: the scheduler's own time)."""
+    with Standalone(tmp, dict(os.environ)) as airflow:
+        wall = airflow.backfill(DAY, DAY, max_active_runs=1)
+        instances = airflow.task_instances()
+    rows = [{"task": ti.task, "map_index": ti.map_index, "state": ti.state, "seconds": round(ti.seconds, 2)}
+            for ti in instances]
+    return wall, rows, {"preprocessing_overlapped_s": overlapped(instances, "shard.preprocess", "shard.transcribe"),
+                        "no_task_running_s": idle(instances)}
+
+
+def overlapped(instances: list[TaskInstance], task: str, other: str) -> float:
+    """Seconds during which an instance of ``task`` ran while one of ``other`` did."""
+    others = sorted((ti.start, ti.end) for ti in instances if ti.task == other)
+    return round(sum(max(0.0, min(ti.end, end) - max(ti.start, start))
+                     for ti in instances if ti.task == task for start, end in others), 1)
+
+
+def idle(instances: list[TaskInstance]) -> float:
+    """Seconds between the first task's start and the last one's end when no task ran."""
+    busy, reach = 0.0, float("-inf")
+    for ti in sorted(instances, key=lambda ti: ti.start):
+        busy += max(0.0, ti.end - max(ti.start, reach))
+        reach = max(reach, ti.end)
+    first, last = min(ti.start for ti in instances), max(ti.end for ti in instances)
+    return round(last - first - busy, 1)
 
 
 def transcript_texts(by_key: dict[str, Call]) -> tuple[dict[str, str], list[Any]]:
@@ -185,12 +212,13 @@ def packing_stats() -> dict[str, float]:
 
 
 def per_task(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    tasks: dict[str, dict[str, Any]] = defaultdict(lambda: {"instances": 0, "seconds": 0.0, "peak_rss_mib": 0.0})
+    tasks: dict[str, dict[str, Any]] = defaultdict(lambda: {"instances": 0, "seconds": 0.0})
     for row in rows:
         entry = tasks[row["task"]]
         entry["instances"] += 1
         entry["seconds"] = round(entry["seconds"] + row["seconds"], 2)
-        entry["peak_rss_mib"] = max(entry["peak_rss_mib"], row["peak_rss_mib"])
+        if "peak_rss_mib" in row:
+            entry["peak_rss_mib"] = max(entry.get("peak_rss_mib", 0.0), row["peak_rss_mib"])
     return dict(tasks)
 
 
@@ -201,19 +229,27 @@ def main() -> None:
     parser.add_argument("--long-calls", type=int, default=2, help="long stereo calls in the day")
     parser.add_argument("--long-minutes", type=float, default=5.0, help="length of each long call")
     parser.add_argument("--naive-every", type=int, default=1, help="the naive loop runs on every N-th file")
+    parser.add_argument("--scheduler", action="store_true", help="run the DAG under a real scheduler, in shards")
+    parser.add_argument("--shard-recordings", type=int, default=50, help="recordings per shard with --scheduler")
     args = parse_args(parser, QUICK)
 
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        environment(tmp)
+        environment(tmp, {"ASR_SHARD_MAX_RECORDINGS": str(args.shard_recordings)} if args.scheduler else {})
         by_key = build_day(tmp / "synth", tmp / "store", args)
         audio = sum(call.duration for call in by_key.values())
 
-        meter = TaskMeter()
-        pipeline_wall = run_dag(meter)
+        if args.scheduler:
+            pipeline_wall, rows, timing = run_on_scheduler(tmp)
+            packing = None
+        else:
+            prepare_database()
+            meter = TaskMeter()
+            pipeline_wall, rows = run_dag(meter), meter.rows
+            timing = {"outside_tasks_s": round(pipeline_wall - sum(r["seconds"] for r in rows), 1)}
+            packing = packing_stats()
         texts, manifests = transcript_texts(by_key)
-        packing = packing_stats()
         engine_wall, chunks = engine_alone(manifests)
 
         from asr_tasks.config import get_settings
@@ -225,7 +261,7 @@ def main() -> None:
         sample_audio = sum(by_key[k].duration for k in sample)
 
     keys = sorted(by_key)
-    tasks = per_task(meter.rows)
+    tasks = per_task(rows)
     pipeline_rate, engine_rate, naive_rate = audio / pipeline_wall, audio / engine_wall, sample_audio / naive_wall
     report = {
         "machine": {"cpus": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before]},
@@ -235,9 +271,9 @@ def main() -> None:
         "engine": f"{settings.asr.engine} {settings.asr.model_family} {settings.asr.compute_type} on {settings.asr.device}, "
                   f"beam {settings.asr.beam_size}, batch {settings.asr.batch_size}, packing {settings.asr.pack_windows}, "
                   f"language {settings.asr.language or 'detected'}",
-        "pipeline": {"wall_s": round(pipeline_wall, 1), "audio_s_per_wall_s": round(pipeline_rate, 3),
-                     "task_instances": len(meter.rows), "tasks": tasks,
-                     "outside_tasks_s": round(pipeline_wall - sum(r["seconds"] for r in meter.rows), 1)},
+        "pipeline": {"mode": f"scheduler, shards of {args.shard_recordings}" if args.scheduler else "dags test",
+                     "wall_s": round(pipeline_wall, 1), "audio_s_per_wall_s": round(pipeline_rate, 3),
+                     "task_instances": len(rows), "tasks": tasks, **timing},
         "packing_in_the_dag": packing,
         "engine_alone": {"wall_s": round(engine_wall, 1), "audio_s_per_wall_s": round(engine_rate, 3)},
         "naive": {"files": len(sample), "audio_s": round(sample_audio, 1), "wall_s": round(naive_wall, 1),

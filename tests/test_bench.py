@@ -81,7 +81,11 @@ def check_pipeline(r: Report) -> None:
 
 
 def check_preprocess(r: Report) -> None:
-    assert set(r) == {"source", "60s"}
+    assert set(r) == {"short_calls", "source", "60s"}
+    short = r["short_calls"]
+    assert short["calls"] == 4 and 8 < short["audio_seconds"] < 60
+    assert positive(short["wall_seconds"], short["cpu_seconds"], short["audio_s_per_wall_s"],
+                    short["audio_s_per_cpu_s"], short["ms_per_call"])
     run = r["60s"]
     assert abs(run["audio_seconds"] - 60) < 1 and run["channels"] == ["agent", "customer"]
     assert positive(run["wall_seconds"], run["audio_s_per_wall_s"], run["peak_rss_mb"], run["chunks"],
@@ -153,6 +157,21 @@ def check_transcribe(r: Report) -> None:
                     r["transcribe_audio_s_per_wall_s"], r["model_load_wall_s"], r["peak_rss_mib"])
 
 
+def check_scale(r: Report) -> None:
+    assert set(r["day"]) == {"4", "12"}
+    for size, day in r["day"].items():
+        assert day["calls"] == int(size) and day["spoken"] == int(size) // 4
+        assert {"sense", "plan_shards", "shard.preprocess", "shard.transcribe", "shard.gate", "index"} <= set(day["tasks"])
+        assert positive(day["wall_s"], day["task_s"], day["engine_s"], day["preprocess_s"], day["orchestration_s"])
+        assert day["task_s"] > day["engine_s"] + day["preprocess_s"]
+    assert positive(r["growth"])
+    assert r["year"]["days"] == 2 and r["year"]["task_instances_per_day"] >= 7
+    assert positive(r["year"]["wall_s_per_day"], r["year"]["pipeline_work_s_per_day"], r["year"]["ten_years_wall_h"])
+    sqlite = r["archive"]["sqlite"]
+    assert sqlite["segments"] == 5000 and "elasticsearch" not in r["archive"]
+    assert positive(sqlite["index_mb_per_audio_hour"], sqlite["segments_per_second"])
+
+
 def check_access_log(r: Report) -> None:
     assert r["rows"] == 200
     for backend in ("sqlite", "postgresql"):
@@ -176,6 +195,7 @@ CASES: dict[str, tuple[str | None, Callable[[Report], None]]] = {  # script: (a 
     "qa_rules.py": (None, check_qa_rules),
     "quality_gate.py": (None, check_quality_gate),
     "retention.py": (None, check_retention),
+    "scale.py": (None, check_scale),
     "search.py": (None, check_search),
     "spot_check.py": (None, check_spot_check),
     "token_rates.py": (None, check_token_rates),
@@ -199,7 +219,7 @@ DOCUMENTED = {  # the top-level keys each script's docstring lists
     "pipeline.py": {"machine", "day", "engine", "pipeline", "packing_in_the_dag", "engine_alone", "naive",
                     "pipeline_over_engine", "pipeline_over_naive", "wer_pipeline", "wer_pipeline_on_naive_files",
                     "wer_naive"},
-    "preprocess.py": {"source"},
+    "preprocess.py": {"short_calls", "source"},
     "progress_ledger.py": {"rows", "fill_s", "progress_by_month_s", "periods_by_month", "progress_by_day_s",
                            "periods_by_day", "asr_progress_cli_s", "recordings", "failure_groups", "eta_hours"},
     "qa_month.py": {"agents", "days", "calls", "findings", "reviews", "build_s", "pages", "exports"},
@@ -207,6 +227,7 @@ DOCUMENTED = {  # the top-level keys each script's docstring lists
     "quality_gate.py": {"clean", "bad", "clean_flagged", "bad_missed", "missed", "expectations", "thresholds"},
     "retention.py": {"recordings", "held", "fill_s", "retention_dag_wall_s", "ms_per_recording_erased",
                      "ledger_states_after", "objects_left"},
+    "scale.py": {"machine", "day", "growth", "year", "archive"},
     "search.py": {"backend", "segments", "index_mb", "build_seconds", "segments_per_second", "matches", "latency"},
     "spot_check.py": {"calls", "audio_s", "engine", "rounds", "bare_engine_wall_s", "spot_check_wall_s",
                       "spot_check_over_bare", "bare_runs_s", "spot_check_runs_s", "wer_bare", "wer_spot_check"},
@@ -219,7 +240,7 @@ DOCUMENTED = {  # the top-level keys each script's docstring lists
 
 
 def test_every_script_is_covered() -> None:
-    scripts = {p.name for p in BENCH.glob("*.py")} - {"synthetic.py"}  # the benchmarks' shared helpers
+    scripts = {p.name for p in BENCH.glob("*.py")} - {"synthetic.py", "scheduler.py"}  # the benchmarks' helpers
     assert scripts == {*CASES, "gpu.py"} and set(CASES) == set(DOCUMENTED)
     for script in scripts:
         doc = (BENCH / script).read_text()
@@ -232,7 +253,7 @@ def test_quick_mode(script: str, model_dir: Path, tmp_path: Path, request: pytes
     if server:  # the script starts its own; the fixture says whether this machine can (fails in CI if not)
         request.getfixturevalue(server)
     extra = ["--index", str(tmp_path / "search.sqlite")] if script == "search.py" else []
-    report = bench(script, "--quick", *extra)
+    report = bench(script, "--quick", *extra, timeout=420 if script == "scale.py" else 180)  # scale: a scheduler
     assert DOCUMENTED[script] <= set(report), sorted(DOCUMENTED[script] - set(report))
     check(report)
 

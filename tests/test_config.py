@@ -281,6 +281,15 @@ def test_the_sample_rate_is_no_setting_and_saying_one_fails() -> None:
         load_settings(env={"ASR_SAMPLE_RATE": "8000"})
 
 
+def test_the_two_pass_loudness_length_is_no_setting_and_saying_it_fails(tmp_path: Path) -> None:
+    """Every recording gets one measured linear gain now: a file that still sets the length is told so."""
+    old = "audio:\n  loudness_two_pass_min_seconds: 60\n"
+    with pytest.raises(ConfigError, match=r"audio\.loudness_two_pass_min_seconds is no setting any more: every"):
+        load_settings(config_file=write_yaml(tmp_path, old), env={})
+    with pytest.raises(ConfigError, match="ASR_LOUDNESS_TWO_PASS_MIN_SECONDS is no setting any more"):
+        load_settings(env={"ASR_LOUDNESS_TWO_PASS_MIN_SECONDS": "60"})
+
+
 def test_per_language_token_rates_are_numbers(tmp_path: Path) -> None:
     s = load_settings(config_file=write_yaml(tmp_path, "language_tokens_per_second: {zh: 14}\n"),
                       env={"ASR_MAX_TOKENS_PER_SECOND": "9"})
