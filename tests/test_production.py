@@ -273,6 +273,11 @@ def test_asr_produce_writes_a_package_and_verify_says_whether_it_is_intact(day: 
     assert asr("produce", "--verify", str(target), env=env).returncode == 0
     again = asr("produce", "--recordings", day.id("card"), "--to", str(target), env=env)
     assert again.returncode == 2 and f"{target}: not an empty folder" in again.stderr
+    one = asr("produce", "--recordings", day.id("card"), "--to", str(tmp_path / "case-19"), env=env)
+    assert one.returncode == 0 and one.stdout.splitlines()[-1].startswith("1 call produced into"), one.stderr
+    nothing = asr("produce", "--query", "zzzqqq", "--to", str(tmp_path / "case-20"), env=env)
+    assert nothing.returncode == 2 and "no call matches: there is nothing to produce" in nothing.stderr
+    assert not (tmp_path / "case-20").exists()  # as the page refuses it: no empty package
     (target / "TEXT" / "BANK000002.txt").write_text("nothing was said")
     broken = asr("produce", "--verify", str(target), env=env)
     assert broken.returncode == 1 and broken.stdout == "altered: TEXT/BANK000002.txt\n"

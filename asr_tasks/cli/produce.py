@@ -39,15 +39,18 @@ def cmd_produce(args: argparse.Namespace) -> int:
         raise InputError("search filters narrow a --query; --recordings names its calls")
     if not args.to:
         raise InputError("--to DIR: the new or empty folder the package goes into")
-    directory = empty_folder(Path(args.to))
     settings = get_settings()
     index, store = open_index(settings.index), open_store(settings.storage)
+    ids = args.recordings or searched(index, args.query, filters)
+    if not ids:  # as the page answers: no empty package, no folder made for one
+        raise InputError("no call matches: there is nothing to produce")
+    directory = empty_folder(Path(args.to))
     account = getpass.getuser()
     user = args.user or account
     door = Door(None, user, settings, lambda: index, lambda: store, open_ledger(settings.ledger),
                 open_access_log(settings))
     name = f"{directory.resolve().name} (cli{'' if user == account else f', run by {account}'})"
-    production = produce(door, args.recordings or searched(index, args.query, filters), directory,
+    production = produce(door, ids, directory,
                          original=args.original, prefix=args.prefix, start=args.start, name=name)
     if args.json:
         print_json(production.to_dict())
@@ -65,7 +68,7 @@ def print_production(production: Production) -> None:
         print(f"refused  {recording_id}: {why}")
     numbers = [p.bates for p in production.produced]
     span = f" ({numbers[0]}-{numbers[-1]})" if numbers else ""
-    print(f"{len(numbers)} calls produced into {production.directory}{span}, {len(production.refused)} refused; "
+    print(f"{len(numbers)} call{'' if len(numbers) == 1 else 's'} produced into {production.directory}{span}, {len(production.refused)} refused; "
           f"check it: asr produce --verify {production.directory} (or sha256sum -c {MANIFEST} in it)")
 
 
