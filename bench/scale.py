@@ -10,10 +10,13 @@ Three parts, each with its own flag (an empty value leaves a part out):
   faint hiss), so that every call passes every stage (sensing, planning,
   preprocessing, transcription, the gate, the index) while the engine's share
   stays small. Per size: the run's wall seconds, each task's seconds (Airflow's
-  own records), the engine's and preprocessing's own seconds (the ledger's, per
-  recording), and ``orchestration_ms_per_recording``: every task's seconds less
-  the engine's and preprocessing's, per call (sensing, planning, XCom, task
-  start-up, the model's load, ledger and artefact writes, the gate, the index).
+  own records), the engine's own seconds (the ledger's, per recording), the
+  preprocessing tasks' seconds (``preprocess_work_s``: the ledger's per call,
+  which overlap: a task preprocesses ``preprocess_workers`` calls at a time),
+  and ``orchestration_ms_per_recording``: every task's seconds less the
+  preprocessing tasks' and the engine's, per call (sensing, planning, XCom, task
+  start-up, the model's load, chunk reads, ledger and artefact writes, the gate,
+  the index).
   ``growth``: that figure at the largest size over the smallest.
 - ``--year-days 365``: that many days of ``--year-calls`` spoken calls each,
   backfilled with ``asr backfill --max-active-runs 4``: the backfill's wall
@@ -121,12 +124,12 @@ def one_day(airflow: Standalone, day: date, calls: int, spoken: list[Path], air:
     if own["recordings"] != calls:
         raise SystemExit(f"{day}: {calls} calls put, {own['recordings']} in the ledger")
     task_s = sum(ti.seconds for ti in instances)
-    orchestration = task_s - own["engine_s"] - own["preprocess_s"]
+    preprocess_s = sum(ti.seconds for ti in instances if ti.task == "shard.preprocess")
+    orchestration = task_s - preprocess_s - own["engine_s"]
     return {"calls": calls, "spoken": len(range(0, calls, every)), "wall_s": round(wall, 1),
             "task_s": round(task_s, 1), "tasks": by_task(instances), "engine_s": round(own["engine_s"], 1),
-            "preprocess_s": round(own["preprocess_s"], 1),
-            "preprocess_ms_per_recording": round(1000 * own["preprocess_s"] / calls, 1),
-            "orchestration_s": round(orchestration, 1),
+            "preprocess_s": round(preprocess_s, 1), "preprocess_ms_per_recording": round(1000 * preprocess_s / calls, 1),
+            "preprocess_work_s": round(own["preprocess_s"], 1), "orchestration_s": round(orchestration, 1),
             "orchestration_ms_per_recording": round(1000 * orchestration / calls, 2)}
 
 

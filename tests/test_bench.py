@@ -163,7 +163,7 @@ def check_scale(r: Report) -> None:
         assert day["calls"] == int(size) and day["spoken"] == int(size) // 4
         assert {"sense", "plan_shards", "shard.preprocess", "shard.transcribe", "shard.gate", "index"} <= set(day["tasks"])
         assert positive(day["wall_s"], day["task_s"], day["engine_s"], day["preprocess_s"], day["orchestration_s"])
-        assert day["task_s"] > day["engine_s"] + day["preprocess_s"]
+        assert day["task_s"] > day["engine_s"] + day["preprocess_s"] and positive(day["preprocess_work_s"])
     assert positive(r["growth"])
     assert r["year"]["days"] == 2 and r["year"]["task_instances_per_day"] >= 7
     assert positive(r["year"]["wall_s_per_day"], r["year"]["pipeline_work_s_per_day"], r["year"]["ten_years_wall_h"])
