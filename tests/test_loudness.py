@@ -13,11 +13,12 @@ import pytest
 from asr_tasks.config import AudioSettings
 from asr_tasks.intake import loudness
 from asr_tasks.intake.audio import decode, pcm_blocks, probe
+from asr_tasks.intake.demo_corpus import JFK
 
 SR = 16000
-SHARED_AUDIO = Path(__file__).resolve().parents[2] / "shared" / "audio"
-SPEECH = [SHARED_AUDIO / "jfk.flac", SHARED_AUDIO / "multilingual.mp3", SHARED_AUDIO / "stereo_diarization.wav",
-          SHARED_AUDIO / "zh" / "funasr_long.wav", SHARED_AUDIO / "zh" / "wenet_aishell-BAC009S0724W0121.wav"]
+DATA = Path(__file__).resolve().parent / "data"  # the repository's own copies: a clone has them
+SPEECH = [JFK, DATA / "stereo_diarization.wav", DATA / "zh" / "funasr_long.wav", DATA / "zh" / "funasr_mid.wav",
+          DATA / "zh" / "wenet_aishell-BAC009S0724W0121.wav"]
 SETTINGS = AudioSettings(loudness_normalize=True)
 
 
@@ -68,7 +69,7 @@ def test_normalised_speech_is_loudnorms_linear_gain(tmp_path: Path) -> None:
     at the target loudness, from a quiet and from a loud copy of the same call."""
     for gain in (-18.0, 0.0):
         src = tmp_path / f"call{gain}.wav"
-        subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(SHARED_AUDIO / "zh" / "funasr_long.wav"),
+        subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-i", str(DATA / "zh" / "funasr_long.wav"),
                         "-af", f"volume={gain}dB", "-c:a", "pcm_s16le", str(src)], check=True)
         ours = np.fromfile(decode(src, probe(src, SETTINGS), tmp_path / f"ours{gain}", SETTINGS)[-1], dtype="<i2")
         raw = pcm16k(src, tmp_path / f"raw{gain}.pcm")
