@@ -201,12 +201,13 @@ def test_probe_rejects_truncated_wav(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("codec", ["pcm_s16le", "pcm_mulaw", "pcm_alaw", "pcm_u8", "pcm_f32le"])
-def test_plain_wav_is_read_from_its_header_as_ffprobe_reads_it(codec: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("channels", [2, 3])  # three: WAVE_FORMAT_EXTENSIBLE, the codec in its sub-format
+def test_plain_wav_is_read_from_its_header_as_ffprobe_reads_it(codec: str, channels: int, tmp_path: Path) -> None:
     """Telephone WAVs skip the ffprobe process; what the header says is what ffprobe says."""
     import ffmpeg as ffmpeg_python
 
     path = tmp_path / f"{codec}.wav"
-    ffmpeg("-f", "lavfi", "-i", "sine=f=440:d=2.5:r=8000", "-ac", "2", "-c:a", codec, str(path))
+    ffmpeg("-f", "lavfi", "-i", "sine=f=440:d=2.5:r=8000", "-ac", str(channels), "-c:a", codec, str(path))
     info = probe(path, RAW)
     stream = ffmpeg_python.probe(str(path))["streams"][0]
     assert (info.format_name, info.codec, info.channels, info.sample_rate) == (
@@ -311,3 +312,59 @@ def test_pcm_blocks_cover_the_file_in_order(tmp_path: Path) -> None:
     blocks = list(pcm_blocks(path, 4096))
     assert [len(b) for b in blocks] == [4096, 4096, 1808]
     np.testing.assert_array_equal(np.concatenate(blocks), ramp)
+
+
+# --- in-process decoding of telephone WAVs ---------------------------------------------
+
+
+@pytest.mark.parametrize(("codec", "rate", "channels"), [
+    ("pcm_s16le", 8000, 1), ("pcm_s16le", 8000, 2), ("pcm_alaw", 8000, 1), ("pcm_mulaw", 8000, 2),
+    ("pcm_s16le", 16000, 1), ("pcm_s16le", 44100, 2), ("pcm_alaw", 11025, 3),
+])
+def test_telephone_wav_decodes_in_process_as_ffmpeg_decodes_it(codec: str, rate: int, channels: int,
+                                                               tmp_path: Path) -> None:
+    """16-bit PCM and G.711 WAVs are decoded without an ffmpeg process, into what ffmpeg's pass makes: the
+    same number of samples per channel, each within a few LSB (libav's own decoders and resampler)."""
+    from asr_tasks.intake import audio, wav
+
+    src = tmp_path / "call.wav"
+    ffmpeg("-i", str(DATA / "stereo_diarization.wav"), "-t", "4", "-ar", str(rate), "-ac", str(channels),
+           "-c:a", codec, str(src))
+    header = wav.read_header(src)
+    assert header is not None and header.decodable_in_process
+    info = probe(src, RAW)
+    plan = audio.channel_plan(info)
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "ffmpeg").mkdir()
+    ours = wav.split_channels(src, header, plan, (tmp_path / "ours").resolve())
+    theirs = audio._split_channels(src, info, (tmp_path / "ffmpeg").resolve(), RAW)
+    assert sorted(ours) == sorted(theirs) == plan
+    for ch in plan:
+        a, b = samples(ours[ch]).astype(np.int32), samples(theirs[ch]).astype(np.int32)
+        assert len(a) == len(b) == pytest.approx(4 * SR, abs=2)
+        assert np.abs(a).max() > 1000  # speech, not silence
+        assert np.abs(a - b).max() <= 4
+
+
+def test_only_plain_telephone_wavs_skip_ffmpeg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A WAV of another codec, or one whose byte rate is not what its rate and channels make, is ffmpeg's."""
+    from asr_tasks.intake import audio
+
+    passes: list[str] = []
+    ffmpeg_pass = audio._split_channels
+
+    def counted(path: Path, *args: object) -> dict[int, Path]:
+        passes.append(path.name)
+        return ffmpeg_pass(path, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(audio, "_split_channels", counted)
+    for codec in ("pcm_s16le", "pcm_mulaw", "pcm_u8"):
+        ffmpeg("-f", "lavfi", "-i", "sine=f=440:d=2:r=8000", "-c:a", codec, str(tmp_path / f"{codec}.wav"))
+    lying = tmp_path / "lying.wav"
+    data = bytearray((tmp_path / "pcm_s16le.wav").read_bytes())
+    data[28:32] = (8000 * 2 * 2).to_bytes(4, "little")  # a byte rate of two channels in a mono header
+    lying.write_bytes(bytes(data))
+    for name in ("pcm_s16le.wav", "pcm_mulaw.wav", "pcm_u8.wav", "lying.wav"):
+        out = decode(tmp_path / name, probe(tmp_path / name, RAW), tmp_path / f"out-{name}", RAW)
+        assert pcm_duration(out[-1], SR) == pytest.approx(2.0, abs=0.01)
+    assert passes == ["pcm_u8.wav", "lying.wav"]

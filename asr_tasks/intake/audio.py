@@ -12,8 +12,10 @@ against caps before any command is built; every command has a timeout that grows
 with the length the file declares.
 
 Commands are built with ffmpeg-python and run as subprocesses that read and write
-files on disk; Python only ever touches the decoded PCM in fixed-size blocks, so a
-worker's memory does not grow with the length of the recording.
+files on disk (16-bit PCM and G.711 WAVs, the commonest uploads, are decoded in
+the worker's process instead: ``wav``); Python only ever touches the decoded PCM
+in fixed-size blocks, so a worker's memory does not grow with the length of the
+recording.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import struct
 import subprocess
 import threading
 from collections import deque
@@ -33,7 +34,7 @@ import ffmpeg
 import numpy as np
 
 from asr_tasks.config import AudioSettings
-from asr_tasks.intake import loudness
+from asr_tasks.intake import loudness, wav
 from asr_tasks.models import SAMPLE_RATE
 
 BYTES_PER_SAMPLE = 2  # s16le
@@ -72,8 +73,8 @@ def probe(path: Path, settings: AudioSettings) -> AudioInfo:
         raise InvalidAudio("empty file (0 bytes)")
     if size > settings.max_size_bytes:
         raise InvalidAudio(f"file too large: {size} bytes > max_size_bytes {settings.max_size_bytes}")
-    wav = _wav_header(path)
-    if wav is not None and (info := _probe_wav(path, wav, settings)) is not None:
+    header = wav.read_header(path)
+    if header is not None and (info := _probe_wav(path, header, settings)) is not None:
         return info
     meta = _ffprobe(path)
     streams = meta.get("streams", [])
@@ -94,8 +95,8 @@ def probe(path: Path, settings: AudioSettings) -> AudioInfo:
     sample_rate = int(stream.get("sample_rate") or 0)
     check_header_caps(channels, sample_rate, settings)
     format_name = str(fmt.get("format_name", ""))
-    if format_name == "wav" and wav is not None and wav.data_size is not None and wav.byte_rate > 0:
-        _check_wav_length(wav.data_size / wav.byte_rate, duration or 0.0)
+    if format_name == "wav" and header is not None and header.data_size is not None and header.byte_rate > 0:
+        _check_wav_length(header.data_size / header.byte_rate, duration or 0.0)
     return AudioInfo(
         format_name=format_name,
         codec=str(stream.get("codec_name", "")),
@@ -162,13 +163,18 @@ def channel_plan(info: AudioInfo) -> list[int]:
 def decode(path: Path, info: AudioInfo, out_dir: Path, settings: AudioSettings) -> dict[int, Path]:
     """Decode to 16 kHz mono s16le files, one per speaker channel (-1 = one mono mix).
 
-    One ffmpeg pass splits the channels; a "stereo" file whose sides are identical
+    One pass splits the channels (in this process for a plain telephone WAV, ``wav.split_channels``; one
+    ffmpeg process for anything else); a "stereo" file whose sides are identical
     or one side silent becomes mono; loudness normalisation then runs on what is kept,
     in this process, so a silent side's hiss is never amplified into something the
     VAD calls speech, and no channel costs a second ffmpeg process.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    raw = _split_channels(path, info, out_dir, settings)
+    header = wav.read_header(path) if info.format_name == "wav" else None
+    if header is not None and header.decodable_in_process:
+        raw = wav.split_channels(path, header, channel_plan(info), out_dir)
+    else:
+        raw = _split_channels(path, info, out_dir, settings)
     decoded = max(pcm_duration(p, SAMPLE_RATE) for p in raw.values())
     if decoded <= 0:
         raise InvalidAudio("no audio data could be decoded")
@@ -322,51 +328,7 @@ def _is_truncated(declared: float, available: float) -> bool:
     return declared - available > max(1.0, 0.05 * declared)
 
 
-@dataclass(frozen=True)
-class _WavHeader:
-    """What a RIFF/WAVE header says: the format chunk's fields and where the data chunk starts."""
-
-    format_tag: int
-    channels: int
-    sample_rate: int
-    byte_rate: int
-    bits: int
-    data_size: int | None  # None: a streamed WAV that does not state its length
-    data_offset: int
-
-    @property
-    def codec(self) -> str | None:
-        """ffmpeg's name for the codec, for the plain formats that need no ffprobe; None for the rest."""
-        return {(1, 8): "pcm_u8", (1, 16): "pcm_s16le", (1, 24): "pcm_s24le", (1, 32): "pcm_s32le",
-                (3, 32): "pcm_f32le", (6, 8): "pcm_alaw", (7, 8): "pcm_mulaw"}.get((self.format_tag, self.bits))
-
-
-def _wav_header(path: Path) -> _WavHeader | None:
-    """The header of a RIFF/WAVE file up to its data chunk; None when the file is not one (or it is damaged)."""
-    with open(path, "rb") as fh:
-        head = fh.read(12)
-        if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
-            return None
-        fmt = b""
-        for _ in range(64):  # chunks before "data": fmt, LIST, fact, ...
-            header = fh.read(8)
-            if len(header) < 8:
-                return None
-            chunk_id, chunk_size = header[:4], struct.unpack("<I", header[4:])[0]
-            if chunk_id == b"fmt ":
-                fmt = fh.read(chunk_size + (chunk_size & 1))
-            elif chunk_id == b"data":
-                if len(fmt) < 16:
-                    return None
-                tag, channels, rate, byte_rate, _, bits = struct.unpack("<HHIIHH", fmt[:16])
-                size = None if chunk_size in (0, 0xFFFFFFFF) else chunk_size
-                return _WavHeader(tag, channels, rate, byte_rate, bits, size, fh.tell())
-            else:
-                fh.seek(chunk_size + (chunk_size & 1), 1)
-    return None
-
-
-def _probe_wav(path: Path, header: _WavHeader, settings: AudioSettings) -> AudioInfo | None:
+def _probe_wav(path: Path, header: wav.WavHeader, settings: AudioSettings) -> AudioInfo | None:
     """A plain PCM (or A-law/mu-law) WAV read from its header: no ffprobe process for the commonest upload.
 
     None when the header is not enough to be sure (other codecs, unstated length): ffprobe decides then.

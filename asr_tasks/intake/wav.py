@@ -1,0 +1,138 @@
+"""RIFF/WAVE headers, and the plain telephone WAVs decoded without an ffmpeg process.
+
+Most call recordings are WAVs of 16-bit PCM or G.711 (A-law, mu-law) at 8 kHz.
+For those the header says everything (``read_header``), and decoding is a table
+lookup and a resampling: done in the worker's own process, through libav's own
+PCM decoders and its resampler (PyAV), so a short call no longer pays an ffmpeg
+process start-up. Only the bytes of the data chunk reach the decoder, never a
+demuxer, and only in fixed-size blocks, so a worker's memory stays flat; every
+other WAV (other codecs, WAVE_FORMAT_EXTENSIBLE, a header whose sizes do not
+agree) is left to ffmpeg, as is every other container.
+"""
+
+from __future__ import annotations
+
+import struct
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Iterator, cast
+
+import av
+import numpy as np
+
+from asr_tasks.models import SAMPLE_RATE
+
+EXTENSIBLE = 0xFFFE  # WAVE_FORMAT_EXTENSIBLE: more than two channels, or more than 16 bits
+BLOCK_FRAMES = 1 << 19  # 64 s of 8 kHz audio per block read
+# codecs decoded in process, by ffmpeg's name, and the bytes of one sample
+IN_PROCESS_CODECS = {"pcm_s16le": 2, "pcm_alaw": 1, "pcm_mulaw": 1}
+
+
+@dataclass(frozen=True)
+class WavHeader:
+    """What a RIFF/WAVE header says: the format chunk's fields and where the data chunk starts."""
+
+    format_tag: int
+    channels: int
+    sample_rate: int
+    byte_rate: int
+    bits: int
+    data_size: int | None  # None: a streamed WAV that does not state its length
+    data_offset: int
+
+    @property
+    def codec(self) -> str | None:
+        """ffmpeg's name for the codec, for the plain formats that need no ffprobe; None for the rest."""
+        return {(1, 8): "pcm_u8", (1, 16): "pcm_s16le", (1, 24): "pcm_s24le", (1, 32): "pcm_s32le",
+                (3, 32): "pcm_f32le", (6, 8): "pcm_alaw", (7, 8): "pcm_mulaw"}.get((self.format_tag, self.bits))
+
+    @property
+    def decodable_in_process(self) -> bool:
+        """A sized 16-bit PCM or G.711 WAV whose byte rate is what its rate and channels make."""
+        width = IN_PROCESS_CODECS.get(self.codec or "")
+        return (width is not None and self.data_size is not None and self.channels > 0
+                and self.byte_rate == self.sample_rate * self.channels * width)
+
+
+def read_header(path: Path) -> WavHeader | None:
+    """The header of a RIFF/WAVE file up to its data chunk; None when the file is not one (or it is damaged)."""
+    with open(path, "rb") as fh:
+        head = fh.read(12)
+        if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+            return None
+        fmt = b""
+        for _ in range(64):  # chunks before "data": fmt, LIST, fact, ...
+            header = fh.read(8)
+            if len(header) < 8:
+                return None
+            chunk_id, chunk_size = header[:4], struct.unpack("<I", header[4:])[0]
+            if chunk_id == b"fmt ":
+                fmt = fh.read(chunk_size + (chunk_size & 1))
+            elif chunk_id == b"data":
+                if len(fmt) < 16:
+                    return None
+                tag, channels, rate, byte_rate, _, bits = struct.unpack("<HHIIHH", fmt[:16])
+                if tag == EXTENSIBLE and len(fmt) >= 26:  # the codec is the first two bytes of its sub-format
+                    tag = struct.unpack("<H", fmt[24:26])[0]
+                size = None if chunk_size in (0, 0xFFFFFFFF) else chunk_size
+                return WavHeader(tag, channels, rate, byte_rate, bits, size, fh.tell())
+            else:
+                fh.seek(chunk_size + (chunk_size & 1), 1)
+    return None
+
+
+def split_channels(path: Path, header: WavHeader, plan: list[int], out_dir: Path) -> dict[int, Path]:
+    """What ``audio``'s one ffmpeg pass makes, in this process: each planned channel (-1: the mean of all)
+    resampled to 16 kHz s16le into its own raw PCM file."""
+    assert header.decodable_in_process and header.codec is not None
+    decoder = cast(av.AudioCodecContext, av.CodecContext.create(header.codec, "r"))
+    decoder.sample_rate = header.sample_rate
+    decoder.layout = f"{header.channels}c"
+    resamplers = {ch: av.AudioResampler(format="s16", layout="mono", rate=SAMPLE_RATE) for ch in plan}
+    paths = {ch: out_dir / (f"ch{ch}.raw.pcm" if ch >= 0 else "mix.raw.pcm") for ch in plan}
+    with ExitStack() as stack:
+        sinks = {ch: stack.enter_context(open(p, "wb")) for ch, p in paths.items()}
+        for frames in _decoded_blocks(path, header, decoder):
+            for ch in plan:
+                _write(resamplers[ch].resample(_mono(frames, ch, header.sample_rate)), sinks[ch])
+        for ch in plan:
+            _write(resamplers[ch].resample(None), sinks[ch])
+    return paths
+
+
+def _decoded_blocks(path: Path, header: WavHeader, decoder: av.AudioCodecContext) -> Iterator[np.ndarray]:
+    """The data chunk's whole frames as int16 arrays of shape (frames, channels), one block at a time."""
+    assert header.data_size is not None
+    frame_bytes = header.byte_rate // header.sample_rate
+    remaining = (min(header.data_size, path.stat().st_size - header.data_offset) // frame_bytes) * frame_bytes
+    with open(path, "rb") as fh:
+        fh.seek(header.data_offset)
+        while remaining > 0:
+            data = _read(fh, min(remaining, BLOCK_FRAMES * frame_bytes))
+            remaining -= len(data)
+            for frame in decoder.decode(av.Packet(data)):
+                yield frame.to_ndarray().reshape(-1, header.channels)
+
+
+def _read(fh: BinaryIO, size: int) -> bytes:
+    data = fh.read(size)
+    if len(data) < size:
+        raise OSError(f"{fh.name}: the file shrank while it was read")
+    return data
+
+
+def _mono(frames: np.ndarray, ch: int, rate: int) -> av.AudioFrame:
+    """One channel, or the plain mean of all (ffmpeg's ``pan=mono|c0<c0+c1+...``), as a mono s16 frame."""
+    if ch >= 0 or frames.shape[1] == 1:
+        samples = np.ascontiguousarray(frames[:, max(ch, 0)])
+    else:
+        samples = np.rint(frames.mean(axis=1)).astype(np.int16)
+    frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
+    frame.sample_rate = rate
+    return frame
+
+
+def _write(frames: list[av.AudioFrame], sink: BinaryIO) -> None:
+    for frame in frames:
+        sink.write(frame.to_ndarray().astype("<i2", copy=False).tobytes())
