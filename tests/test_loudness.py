@@ -108,6 +108,18 @@ def test_peaks_the_gain_would_clip_are_bent_under_the_ceiling() -> None:
     assert loudness.measure([out], SR).integrated == pytest.approx(-23.0, abs=1.0)
 
 
+def test_peaks_the_gain_keeps_under_the_ceiling_are_not_bent() -> None:
+    """Speech whose loudest peak lands 1.5 dB under the ceiling comes out as the plain gain, peaks included: the
+    limiter touches only what would reach the ceiling's last decibel."""
+    t = np.arange(10 * SR) / SR
+    envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 0.7 * t) ** 2  # syllables rise and fall
+    pcm = (np.sin(2 * np.pi * 220 * t) * envelope * 0.3 * 32768).astype("<i2")
+    peak_db = 20 * np.log10(np.abs(pcm.astype(np.int32)).max() / 32768)
+    gain = -2.0 - 1.5 - peak_db  # the gain that puts the peak 1.5 dB under a -2 dBFS ceiling
+    [out] = loudness.apply([pcm], gain, -2.0)
+    assert np.abs(out - pcm * 10 ** (gain / 20)).max() <= 0.5 + 1e-9
+
+
 def test_silence_and_a_blip_have_no_loudness_to_correct() -> None:
     """Nothing above the absolute gate, or less than one 400 ms block: no gain."""
     assert loudness.gain_db(loudness.measure([np.zeros(SR * 5, dtype="<i2")], SR), -23.0) == 0.0

@@ -25,7 +25,9 @@ SUB_BLOCK_SECONDS = 0.1  # gating blocks are 400 ms long and start every 100 ms 
 SUB_BLOCKS_PER_BLOCK = 4
 ABSOLUTE_GATE_LUFS = -70.0
 RELATIVE_GATE_LU = -10.0
-KNEE_BELOW_CEILING_DB = 6.0  # the soft limiter leaves everything this far under the ceiling untouched
+# The soft limiter leaves everything this far under the ceiling untouched: speech peaks a linear gain keeps
+# under the ceiling stay as they were (bending every loud vowel from 6 dB under it cost Whisper 0.01 WER).
+KNEE_BELOW_CEILING_DB = 1.0
 
 
 @dataclass(frozen=True)
