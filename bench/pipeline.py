@@ -48,13 +48,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from pluggy import HookimplMarker
-from scheduler import Standalone, TaskInstance, airflow_env
+from scheduler import Standalone, TaskInstance, airflow_env, by_task
 from synthetic import Call, Naive, parse_args, print_report, synthesise, synthesise_conversation, timed, wer
 
 from asr_tasks.config import PROJECT_ROOT
@@ -215,17 +214,6 @@ def packing_stats() -> dict[str, float]:
     return load_engine(get_settings()).packing_stats.as_dict()  # type: ignore[attr-defined]
 
 
-def per_task(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    tasks: dict[str, dict[str, Any]] = defaultdict(lambda: {"instances": 0, "seconds": 0.0})
-    for row in rows:
-        entry = tasks[row["task"]]
-        entry["instances"] += 1
-        entry["seconds"] = round(entry["seconds"] + row["seconds"], 2)
-        if "peak_rss_mib" in row:
-            entry["peak_rss_mib"] = max(entry.get("peak_rss_mib", 0.0), row["peak_rss_mib"])
-    return dict(tasks)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true")
@@ -265,7 +253,7 @@ def main() -> None:
         sample_audio = sum(by_key[k].duration for k in sample)
 
     keys = sorted(by_key)
-    tasks = per_task(rows)
+    tasks = by_task(rows)
     pipeline_rate, engine_rate, naive_rate = audio / pipeline_wall, audio / engine_wall, sample_audio / naive_wall
     report = {
         "machine": {"cpus": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before]},

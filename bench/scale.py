@@ -47,13 +47,12 @@ import subprocess
 import sys
 import tempfile
 import wave
-from collections import defaultdict
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scheduler import Standalone, TaskInstance
+from scheduler import Standalone, by_task
 from synthetic import parse_args, print_report, synthesise
 
 from asr_tasks.config import PROJECT_ROOT
@@ -107,14 +106,6 @@ def ledger_seconds(ledger: Path, day: date) -> dict[str, float]:
     return {"recordings": count, "preprocess_s": pre or 0.0, "engine_s": asr or 0.0, "index_s": index or 0.0}
 
 
-def by_task(instances: list[TaskInstance]) -> dict[str, dict[str, float]]:
-    tasks: dict[str, dict[str, float]] = defaultdict(lambda: {"instances": 0, "seconds": 0.0})
-    for ti in instances:
-        tasks[ti.task]["instances"] += 1
-        tasks[ti.task]["seconds"] = round(tasks[ti.task]["seconds"] + ti.seconds, 2)
-    return dict(tasks)
-
-
 def one_day(airflow: Standalone, day: date, calls: int, spoken: list[Path], air: list[Path],
             every: int) -> dict[str, Any]:
     put_day(airflow.tmp / "store", day, calls, spoken, air, every)
@@ -127,7 +118,7 @@ def one_day(airflow: Standalone, day: date, calls: int, spoken: list[Path], air:
     preprocess_s = sum(ti.seconds for ti in instances if ti.task == "shard.preprocess")
     orchestration = task_s - preprocess_s - own["engine_s"]
     return {"calls": calls, "spoken": len(range(0, calls, every)), "wall_s": round(wall, 1),
-            "task_s": round(task_s, 1), "tasks": by_task(instances), "engine_s": round(own["engine_s"], 1),
+            "task_s": round(task_s, 1), "tasks": by_task({"task": ti.task, "seconds": ti.seconds} for ti in instances), "engine_s": round(own["engine_s"], 1),
             "preprocess_s": round(preprocess_s, 1), "preprocess_ms_per_recording": round(1000 * preprocess_s / calls, 1),
             "preprocess_work_s": round(own["preprocess_s"], 1), "orchestration_s": round(orchestration, 1),
             "orchestration_ms_per_recording": round(1000 * orchestration / calls, 2)}

@@ -19,10 +19,13 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from asr_tasks.config import PROJECT_ROOT
 
@@ -80,6 +83,18 @@ class TaskInstance:
     @property
     def seconds(self) -> float:
         return self.end - self.start
+
+
+def by_task(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Task instances summed per task: how many, their seconds, and the highest ``peak_rss_mib`` where measured."""
+    tasks: dict[str, dict[str, Any]] = defaultdict(lambda: {"instances": 0, "seconds": 0.0})
+    for row in rows:
+        entry = tasks[row["task"]]
+        entry["instances"] += 1
+        entry["seconds"] = round(entry["seconds"] + row["seconds"], 2)
+        if "peak_rss_mib" in row:
+            entry["peak_rss_mib"] = max(entry.get("peak_rss_mib", 0.0), row["peak_rss_mib"])
+    return dict(tasks)
 
 
 class Standalone:
