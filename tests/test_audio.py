@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import struct
 import subprocess
 from pathlib import Path
 
@@ -368,3 +369,40 @@ def test_only_plain_telephone_wavs_skip_ffmpeg(tmp_path: Path, monkeypatch: pyte
         out = decode(tmp_path / name, probe(tmp_path / name, RAW), tmp_path / f"out-{name}", RAW)
         assert pcm_duration(out[-1], SR) == pytest.approx(2.0, abs=0.01)
     assert passes == ["pcm_u8.wav", "lying.wav"]
+
+
+def riff(*chunks: tuple[bytes, bytes]) -> bytes:
+    """A RIFF/WAVE file of these chunks (id, body), each padded to an even length."""
+    body = b"".join(cid + len(data).to_bytes(4, "little") + data + b"\0" * (len(data) & 1) for cid, data in chunks)
+    return b"RIFF" + (len(body) + 4).to_bytes(4, "little") + b"WAVE" + body
+
+
+def fmt_chunk(tag: int, channels: int, rate: int, bits: int, extra: bytes = b"") -> tuple[bytes, bytes]:
+    width = bits // 8
+    return b"fmt ", struct.pack("<HHIIHH", tag, channels, rate, rate * channels * width, channels * width, bits) + extra
+
+
+def test_an_ambiguous_wav_header_is_read_as_ffmpeg_reads_it(tmp_path: Path) -> None:
+    """A second format chunk (ffmpeg reads the first), a chunk that runs past the end of the file, or an
+    extensible sub-format that is not a plain one's: ffprobe and ffmpeg decide, so the transcript and the
+    redacted rendition (ffmpeg's) hear the same audio on the same clock."""
+    from asr_tasks.intake import wav
+
+    tone = (np.sin(np.arange(4 * 8000) * 2 * np.pi * 440 / 8000) * 8000).astype("<i2").tobytes()
+    two = tmp_path / "two_fmt.wav"
+    two.write_bytes(riff(fmt_chunk(1, 1, 8000, 16), fmt_chunk(1, 2, 16000, 16), (b"data", tone)))
+    huge = tmp_path / "huge_fmt.wav"
+    huge.write_bytes(riff((b"fmt ", b"\0" * 16), (b"data", tone))[:16] + (0xFFFFFFF0).to_bytes(4, "little")
+                     + fmt_chunk(1, 1, 8000, 16)[1] + b"data" + len(tone).to_bytes(4, "little") + tone)
+    guid = tmp_path / "unknown_subformat.wav"
+    odd_guid = struct.pack("<HHI", 22, 16, 4) + (1).to_bytes(2, "little") + bytes(14)
+    guid.write_bytes(riff(fmt_chunk(0xFFFE, 1, 8000, 16, odd_guid), (b"data", tone)))
+    assert wav.read_header(two) is None and wav.read_header(huge) is None
+    header = wav.read_header(guid)
+    assert header is not None and header.codec is None and not header.decodable_in_process
+    info = probe(two, RAW)
+    assert (info.channels, info.sample_rate, info.duration) == (1, 8000, pytest.approx(4.0, abs=0.01))
+    assert pcm_duration(decode(two, info, tmp_path / "out", RAW)[-1], SR) == pytest.approx(4.0, abs=0.01)
+    for path in (huge, guid):
+        with pytest.raises(InvalidAudio):
+            decode(path, probe(path, RAW), tmp_path / path.stem, RAW)

@@ -171,7 +171,8 @@ def decode(path: Path, info: AudioInfo, out_dir: Path, settings: AudioSettings) 
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     header = wav.read_header(path) if info.format_name == "wav" else None
-    if header is not None and header.decodable_in_process:
+    if (header is not None and header.decodable_in_process
+            and (header.codec, header.channels, header.sample_rate) == (info.codec, info.channels, info.sample_rate)):
         raw = wav.split_channels(path, header, channel_plan(info), out_dir)
     else:
         raw = _split_channels(path, info, out_dir, settings)
@@ -331,12 +332,12 @@ def _is_truncated(declared: float, available: float) -> bool:
 def _probe_wav(path: Path, header: wav.WavHeader, settings: AudioSettings) -> AudioInfo | None:
     """A plain PCM (or A-law/mu-law) WAV read from its header: no ffprobe process for the commonest upload.
 
-    None when the header is not enough to be sure (other codecs, unstated length): ffprobe decides then.
+    None when the header is not enough to be sure (other codecs, unstated length, a byte rate that is not what
+    the rate and channels make): ffprobe decides then.
     """
     if header.channels > 0 and header.sample_rate > 0:
         check_header_caps(header.channels, header.sample_rate, settings)
-    if header.codec is None or header.data_size is None or min(header.channels, header.sample_rate,
-                                                               header.byte_rate) <= 0:
+    if not header.plain or header.codec is None or header.data_size is None:
         return None
     declared = header.data_size / header.byte_rate
     available = min(header.data_size, path.stat().st_size - header.data_offset) / header.byte_rate

@@ -5,9 +5,12 @@ For those the header says everything (``read_header``), and decoding is a table
 lookup and a resampling: done in the worker's own process, through libav's own
 PCM decoders and its resampler (PyAV), so a short call no longer pays an ffmpeg
 process start-up. Only the bytes of the data chunk reach the decoder, never a
-demuxer, and only in fixed-size blocks, so a worker's memory stays flat; every
-other WAV (other codecs, WAVE_FORMAT_EXTENSIBLE, a header whose sizes do not
-agree) is left to ffmpeg, as is every other container.
+demuxer, and only in fixed-size blocks, so a worker's memory stays flat. The
+header is read as ffmpeg reads it, and where the two could differ (a second
+format chunk, a byte rate that is not what the rate and channels make, an
+unknown sub-format) the file is left to ffprobe and ffmpeg, as is every other
+codec and container: the transcript and the redacted rendition (always
+ffmpeg's) hear the same audio on the same clock.
 """
 
 from __future__ import annotations
@@ -23,10 +26,16 @@ import numpy as np
 
 from asr_tasks.models import SAMPLE_RATE
 
-EXTENSIBLE = 0xFFFE  # WAVE_FORMAT_EXTENSIBLE: more than two channels, or more than 16 bits
+EXTENSIBLE = 0xFFFE  # WAVE_FORMAT_EXTENSIBLE: the codec's tag is the start of a sub-format GUID
+# the rest of that GUID for the tags of the plain formats (KSDATAFORMAT_SUBTYPE_PCM and its kin)
+SUBFORMAT_TAIL = bytes.fromhex("000000001000800000aa00389b71")
+FMT_BYTES = 40  # the most of a format chunk read: PCM's 16 bytes, or 40 with the extensible fields
 BLOCK_FRAMES = 1 << 19  # 64 s of 8 kHz audio per block read
-# codecs decoded in process, by ffmpeg's name, and the bytes of one sample
-IN_PROCESS_CODECS = {"pcm_s16le": 2, "pcm_alaw": 1, "pcm_mulaw": 1}
+# ffmpeg's names and the bytes of one sample, by (format tag, bits per sample)
+PLAIN_CODECS = {(1, 8): ("pcm_u8", 1), (1, 16): ("pcm_s16le", 2), (1, 24): ("pcm_s24le", 3),
+                (1, 32): ("pcm_s32le", 4), (3, 32): ("pcm_f32le", 4), (6, 8): ("pcm_alaw", 1),
+                (7, 8): ("pcm_mulaw", 1)}
+IN_PROCESS_CODECS = {"pcm_s16le", "pcm_alaw", "pcm_mulaw"}
 
 
 @dataclass(frozen=True)
@@ -44,19 +53,27 @@ class WavHeader:
     @property
     def codec(self) -> str | None:
         """ffmpeg's name for the codec, for the plain formats that need no ffprobe; None for the rest."""
-        return {(1, 8): "pcm_u8", (1, 16): "pcm_s16le", (1, 24): "pcm_s24le", (1, 32): "pcm_s32le",
-                (3, 32): "pcm_f32le", (6, 8): "pcm_alaw", (7, 8): "pcm_mulaw"}.get((self.format_tag, self.bits))
+        plain = PLAIN_CODECS.get((self.format_tag, self.bits))
+        return plain[0] if plain else None
+
+    @property
+    def plain(self) -> bool:
+        """A sized WAV of a plain codec whose byte rate is what its rate, channels and sample width make: its
+        header alone says what it holds (ffmpeg reads PCM by the rate and channels, whatever the byte rate)."""
+        plain = PLAIN_CODECS.get((self.format_tag, self.bits))
+        return (plain is not None and self.data_size is not None and self.channels > 0 and self.sample_rate > 0
+                and self.byte_rate == self.sample_rate * self.channels * plain[1])
 
     @property
     def decodable_in_process(self) -> bool:
-        """A sized 16-bit PCM or G.711 WAV whose byte rate is what its rate and channels make."""
-        width = IN_PROCESS_CODECS.get(self.codec or "")
-        return (width is not None and self.data_size is not None and self.channels > 0
-                and self.byte_rate == self.sample_rate * self.channels * width)
+        """A plain 16-bit PCM or G.711 WAV."""
+        return self.plain and self.codec in IN_PROCESS_CODECS
 
 
 def read_header(path: Path) -> WavHeader | None:
-    """The header of a RIFF/WAVE file up to its data chunk; None when the file is not one (or it is damaged)."""
+    """The header of a RIFF/WAVE file up to its data chunk; None when the file is not one, is damaged, or is
+    ambiguous (a second format chunk, which ffmpeg would ignore: ffprobe and ffmpeg decide such a file)."""
+    size = path.stat().st_size
     with open(path, "rb") as fh:
         head = fh.read(12)
         if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
@@ -67,19 +84,27 @@ def read_header(path: Path) -> WavHeader | None:
             if len(header) < 8:
                 return None
             chunk_id, chunk_size = header[:4], struct.unpack("<I", header[4:])[0]
+            if chunk_id == b"data":
+                return _header(fmt, chunk_size, fh.tell())
+            end = fh.tell() + chunk_size + (chunk_size & 1)
+            if end > size or (chunk_id == b"fmt " and fmt):  # past the end of the file; a second format chunk
+                return None
             if chunk_id == b"fmt ":
-                fmt = fh.read(chunk_size + (chunk_size & 1))
-            elif chunk_id == b"data":
-                if len(fmt) < 16:
-                    return None
-                tag, channels, rate, byte_rate, _, bits = struct.unpack("<HHIIHH", fmt[:16])
-                if tag == EXTENSIBLE and len(fmt) >= 26:  # the codec is the first two bytes of its sub-format
-                    tag = struct.unpack("<H", fmt[24:26])[0]
-                size = None if chunk_size in (0, 0xFFFFFFFF) else chunk_size
-                return WavHeader(tag, channels, rate, byte_rate, bits, size, fh.tell())
-            else:
-                fh.seek(chunk_size + (chunk_size & 1), 1)
+                fmt = fh.read(min(chunk_size, FMT_BYTES))
+            fh.seek(end)
     return None
+
+
+def _header(fmt: bytes, data_size: int, data_offset: int) -> WavHeader | None:
+    """The format chunk's fields; None without one."""
+    if len(fmt) < 16:
+        return None
+    tag, channels, rate, byte_rate, _, bits = struct.unpack("<HHIIHH", fmt[:16])
+    if tag == EXTENSIBLE:  # the plain formats' sub-format: their tag, then the GUID's standard tail
+        sub = fmt[24:40]
+        tag = struct.unpack("<H", sub[:2])[0] if len(sub) == 16 and sub[2:] == SUBFORMAT_TAIL else EXTENSIBLE
+    size = None if data_size in (0, 0xFFFFFFFF) else data_size
+    return WavHeader(tag, channels, rate, byte_rate, bits, size, data_offset)
 
 
 def split_channels(path: Path, header: WavHeader, plan: list[int], out_dir: Path) -> dict[int, Path]:
