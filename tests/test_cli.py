@@ -255,3 +255,12 @@ def test_backfill_refuses_dates_that_are_not_a_range_before_asking_airflow() -> 
     nonsense = asr("backfill", "--from", "2026-13-01", "--to", "2026-12-31")
     assert nonsense.returncode == 2
     assert nonsense.stderr == "asr backfill: --from '2026-13-01': not a calendar date (YYYY-MM-DD)\n"
+
+
+def test_commands_that_ask_airflow_refuse_without_its_home(tmp_path: Path) -> None:
+    """Without AIRFLOW_HOME, Airflow would make a home of its own in ~/airflow and know no DAG of the project's."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")} | {"HOME": str(tmp_path)}
+    proc = subprocess.run([ASR, "backfill", "--from", "2026-11-01", "--to", "2026-11-02", "--dry-run"], env=env,
+                          capture_output=True, text=True, timeout=120, cwd=PROJECT_ROOT)
+    assert proc.returncode == 2 and proc.stderr.startswith("asr: configuration error: AIRFLOW_HOME is not set")
+    assert not (tmp_path / "airflow").exists()

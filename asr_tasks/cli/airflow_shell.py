@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+from asr_tasks.config import ConfigError
 
 
 def command() -> str:
@@ -14,6 +17,11 @@ def command() -> str:
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    """``airflow ARGS...``, its output captured."""
+    """``airflow ARGS...``, its output captured; refused without an ``AIRFLOW_HOME``, where Airflow would make and
+    read a home of its own in ``~/airflow`` and know none of the project's DAGs."""
+    if not os.environ.get("AIRFLOW_HOME"):
+        raise ConfigError("AIRFLOW_HOME is not set, so Airflow would use ~/airflow instead of this project's "
+                          "Airflow: set the environment that `make standalone` uses (README, \"Five minutes as an "
+                          "operator\") and run it again")
     return subprocess.run([command(), *args], capture_output=True, text=True)
 
