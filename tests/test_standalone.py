@@ -130,6 +130,33 @@ def test_asr_backfill_creates_again_after_sqlites_lock(monkeypatch: pytest.Monke
     assert "AlreadyRunningBackfill: Another backfill is running" in capsys.readouterr().err
 
 
+def test_asr_backfill_unpauses_the_dag_only_once_the_backfill_is_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scheduler that had begun the runs of a half-made backfill would fail on the rows Airflow removes after
+    SQLite's lock: the DAG stays paused while the backfill is created, and is unpaused after, never if it failed."""
+    from asr_tasks.cli import airflow_shell, backfill, main
+
+    calls: list[tuple[str, ...]] = []
+    outcomes = iter([LOCKED_STDERR, ""])
+
+    def airflow(*args: str) -> subprocess.CompletedProcess[str]:
+        calls.append(args[:2])
+        if args[:2] == ("dags", "details"):
+            return subprocess.CompletedProcess(args, 0, '[{"dag_id": "transcribe_daily", "is_paused": "True"}]', "")
+        if args[:2] == ("backfill", "create"):
+            stderr = next(outcomes, "airflow.exceptions.AirflowException: no")
+            return subprocess.CompletedProcess(args, 1 if stderr else 0, "", stderr)
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(airflow_shell, "run", airflow)
+    monkeypatch.setattr(backfill.retry.random, "uniform", lambda low, high: 0.001)
+    argv = ["backfill", "--from", DAYS[0], "--to", DAYS[-1], "--unpause"]
+    assert main.main(argv) == 0
+    assert calls == [("dags", "details"), ("backfill", "create"), ("backfill", "create"), ("dags", "unpause")]
+    calls.clear()
+    assert main.main(argv) == 1  # the create fails: the DAG stays paused
+    assert ("dags", "unpause") not in calls
+
+
 def standalone_env(tmp_path: Path) -> dict[str, str]:
     """The DAG tests' isolated Airflow, on free ports: the API server's and the two log servers'."""
     from services import free_port

@@ -4,13 +4,17 @@ Airflow creates a backfill's runs whether or not their DAG is paused, runs none
 of them while it is, and a DAG starts paused: ten years of runs would wait
 without a word. This command asks Airflow (its CLI, as an operator would)
 whether ``transcribe_daily`` is paused, refuses to start while it is unless told
-to unpause it, then creates the backfill and says how to watch it.
+to unpause it, creates the backfill, unpauses the DAG only then, and says how to
+watch it.
 
 On SQLite (the embedded default) the scheduler and DAG processor write the same
 file: Airflow's backfill creation meets their writes mid-transaction and gives up
 at once with "database is locked" (a busy timeout does not apply to a read
 upgraded to a write), after removing the half-made backfill so that it can be
-retried. This command retries it then, with back-off.
+retried. This command retries it then, with back-off. The DAG stays paused until
+the backfill is whole: a scheduler that had begun the runs of a half-made backfill
+fails on the rows Airflow removes (``ObjectDeletedError``), and a paused DAG's
+runs are not begun.
 """
 
 from __future__ import annotations
@@ -86,16 +90,10 @@ def cmd_backfill(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     paused = str(_details(details.stdout)["is_paused"]).lower() == "true"  # Airflow's CLI prints "True"
-    if paused and not args.dry_run:
-        if not args.unpause:
-            print(f"asr: {DAG_ID} is paused, so the backfill's runs would stay queued. Unpause it (the toggle in "
-                  f"the UI, or `airflow dags unpause {DAG_ID}`), or run this again with --unpause.", file=sys.stderr)
-            return 2
-        unpaused = airflow_shell.run("dags", "unpause", DAG_ID)
-        if unpaused.returncode != 0:
-            print(f"asr: airflow dags unpause {DAG_ID} failed: {_said(unpaused)}", file=sys.stderr)
-            return 1
-        print(f"{DAG_ID} unpaused")
+    if paused and not args.dry_run and not args.unpause:
+        print(f"asr: {DAG_ID} is paused, so the backfill's runs would stay queued. Unpause it (the toggle in "
+              f"the UI, or `airflow dags unpause {DAG_ID}`), or run this again with --unpause.", file=sys.stderr)
+        return 2
     create = ["backfill", "create", "--dag-id", DAG_ID, "--from-date", args.date_from, "--to-date", args.date_to,
               "--max-active-runs", str(args.max_active_runs), "--reprocess-behavior", args.reprocess]
     create += ["--run-backwards"] if args.backwards else []
@@ -107,6 +105,12 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         print(f"asr: airflow backfill create failed: {failed}", file=sys.stderr)
         return 1
     sys.stdout.write(proc.stdout)
+    if paused and not args.dry_run:  # only now: a scheduler that had taken up the runs of a half-made backfill
+        unpaused = airflow_shell.run("dags", "unpause", DAG_ID)  # would fail on the rows Airflow removes
+        if unpaused.returncode != 0:
+            print(f"asr: airflow dags unpause {DAG_ID} failed: {_said(unpaused)}", file=sys.stderr)
+            return 1
+        print(f"{DAG_ID} unpaused")
     if not args.dry_run:
         print(f"backfill of {DAG_ID} from {args.date_from} to {args.date_to} created; watch it with\n"
               f"  asr progress --from {args.date_from} --to {args.date_to} --watch")
