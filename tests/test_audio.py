@@ -342,7 +342,8 @@ def test_telephone_wav_decodes_in_process_as_ffmpeg_decodes_it(codec: str, rate:
     assert sorted(ours) == sorted(theirs) == plan
     for ch in plan:
         a, b = samples(ours[ch]).astype(np.int32), samples(theirs[ch]).astype(np.int32)
-        assert len(a) == len(b) == pytest.approx(4 * SR, abs=2)
+        assert abs(len(a) - len(b)) <= 2 and len(a) == pytest.approx(4 * SR, abs=2)  # two libav builds
+        a, b = a[: min(len(a), len(b))], b[: min(len(a), len(b))]
         assert np.abs(a).max() > 1000  # speech, not silence
         assert np.abs(a - b).max() <= 4
 
@@ -377,9 +378,50 @@ def riff(*chunks: tuple[bytes, bytes]) -> bytes:
     return b"RIFF" + (len(body) + 4).to_bytes(4, "little") + b"WAVE" + body
 
 
-def fmt_chunk(tag: int, channels: int, rate: int, bits: int, extra: bytes = b"") -> tuple[bytes, bytes]:
+def fmt_chunk(tag: int, channels: int, rate: int, bits: int, extra: bytes = b"",
+              block_align: int | None = None) -> tuple[bytes, bytes]:
     width = bits // 8
-    return b"fmt ", struct.pack("<HHIIHH", tag, channels, rate, rate * channels * width, channels * width, bits) + extra
+    align = channels * width if block_align is None else block_align
+    return b"fmt ", struct.pack("<HHIIHH", tag, channels, rate, rate * channels * width, align, bits) + extra
+
+
+def extensible(cb_size: int, valid_bits: int, tag: int = 1) -> bytes:
+    """WAVE_FORMAT_EXTENSIBLE's fields after the plain 16 bytes: cbSize, valid bits, channel mask, sub-format."""
+    return struct.pack("<HHI", cb_size, valid_bits, 4) + tag.to_bytes(2, "little") + bytes.fromhex(
+        "000000001000800000aa00389b71")
+
+
+TONE = (np.sin(np.arange(2 * 8000) * 2 * np.pi * 440 / 8000) * 8000).astype("<i2").tobytes()
+# headers that ffmpeg reads otherwise than their first format and data chunks say, each with why
+AMBIGUOUS = {
+    "two data chunks (ffmpeg plays the later)": riff(fmt_chunk(1, 1, 8000, 16), (b"data", TONE),
+                                                     (b"data", TONE[::-1])),
+    "a block size that is not the frame's": riff(fmt_chunk(1, 1, 8000, 16, block_align=3), (b"data", TONE)),
+    "extensible, valid bits of another codec": riff(fmt_chunk(0xFFFE, 1, 8000, 16, extensible(22, 8)),
+                                                    (b"data", TONE)),
+    "extensible, its sub-format not read (cbSize 0)": riff(fmt_chunk(0xFFFE, 1, 8000, 16, extensible(0, 16)),
+                                                          (b"data", TONE)),
+    "a first format chunk too short, then one": riff((b"fmt ", b""), fmt_chunk(1, 1, 8000, 16), (b"data", TONE)),
+    "an XMA2 chunk": riff((b"XMA2", bytes(34)), fmt_chunk(1, 1, 8000, 16), (b"data", TONE)),
+    "an AC-3 burst in 16-bit PCM (S/PDIF)": riff(fmt_chunk(1, 2, 48000, 16),
+                                                 (b"data", bytes(64) + bytes.fromhex("72f81f4e") + TONE)),
+}
+
+
+@pytest.mark.parametrize("why", sorted(AMBIGUOUS))
+def test_a_wav_ffmpeg_reads_otherwise_is_left_to_it(why: str, tmp_path: Path) -> None:
+    """The transcript (in process) and the redacted rendition (ffmpeg's) must hear the same audio: a WAV
+    whose header ffmpeg would read otherwise is never decoded in process."""
+    from asr_tasks.intake import wav
+
+    path = tmp_path / "call.wav"
+    path.write_bytes(AMBIGUOUS[why])
+    header = wav.read_header(path)
+    assert header is None or not header.decodable_in_process, why
+    plain = tmp_path / "plain.wav"
+    plain.write_bytes(riff(fmt_chunk(0xFFFE, 1, 8000, 16, extensible(22, 16)), (b"data", TONE)))
+    header = wav.read_header(plain)
+    assert header is not None and header.decodable_in_process  # the well-formed extensible one is
 
 
 def test_an_ambiguous_wav_header_is_read_as_ffmpeg_reads_it(tmp_path: Path) -> None:

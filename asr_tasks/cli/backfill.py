@@ -108,7 +108,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     if paused and not args.dry_run:  # only now: a scheduler that had taken up the runs of a half-made backfill
         unpaused = airflow_shell.run("dags", "unpause", DAG_ID)  # would fail on the rows Airflow removes
         if unpaused.returncode != 0:
-            print(f"asr: airflow dags unpause {DAG_ID} failed: {_said(unpaused)}", file=sys.stderr)
+            print(f"asr: the backfill is created, but airflow dags unpause {DAG_ID} failed: {_said(unpaused)}; "
+                  f"unpause it in the UI or with `airflow dags unpause {DAG_ID}`", file=sys.stderr)
             return 1
         print(f"{DAG_ID} unpaused")
     if not args.dry_run:

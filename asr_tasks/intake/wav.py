@@ -7,9 +7,10 @@ PCM decoders and its resampler (PyAV), so a short call no longer pays an ffmpeg
 process start-up. Only the bytes of the data chunk reach the decoder, never a
 demuxer, and only in fixed-size blocks, so a worker's memory stays flat. The
 header is read as ffmpeg reads it, and where the two could differ (a second
-format chunk, a byte rate that is not what the rate and channels make, an
-unknown sub-format) the file is left to ffprobe and ffmpeg, as is every other
-codec and container: the transcript and the redacted rendition (always
+format or data chunk, a byte rate or block size that is not what the rate and
+channels make, a sub-format ffmpeg would not read as the plain codec, an
+S/PDIF burst in 16-bit PCM) the file is left to ffprobe and ffmpeg, as is every
+other codec and container: the transcript and the redacted rendition (always
 ffmpeg's) hear the same audio on the same clock.
 """
 
@@ -36,6 +37,12 @@ PLAIN_CODECS = {(1, 8): ("pcm_u8", 1), (1, 16): ("pcm_s16le", 2), (1, 24): ("pcm
                 (1, 32): ("pcm_s32le", 4), (3, 32): ("pcm_f32le", 4), (6, 8): ("pcm_alaw", 1),
                 (7, 8): ("pcm_mulaw", 1)}
 IN_PROCESS_CODECS = {"pcm_s16le", "pcm_alaw", "pcm_mulaw"}
+# chunks that make ffmpeg read a WAV otherwise than its format and data chunks say: another format or data
+# chunk (ffmpeg keeps reading past the data, and a later data chunk is the one it plays), XMA2 and SMV0
+AMBIGUOUS_CHUNKS = {b"fmt ", b"data", b"XMA2", b"SMV0"}
+SPDIF_SYNC = bytes.fromhex("72f81f4e")  # IEC 61937 (AC-3, DTS) inside 16-bit PCM, which ffmpeg decodes as such
+SPDIF_PROBE_BYTES = 1 << 16  # how much of the data ffmpeg looks into for it
+MAX_CHUNKS = 64
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,7 @@ class WavHeader:
     sample_rate: int
     byte_rate: int
     bits: int
+    block_align: int
     data_size: int | None  # None: a streamed WAV that does not state its length
     data_offset: int
 
@@ -58,11 +66,12 @@ class WavHeader:
 
     @property
     def plain(self) -> bool:
-        """A sized WAV of a plain codec whose byte rate is what its rate, channels and sample width make: its
-        header alone says what it holds (ffmpeg reads PCM by the rate and channels, whatever the byte rate)."""
+        """A sized WAV of a plain codec whose byte rate and block size are what its rate, channels and sample
+        width make: its header alone says what it holds, as ffmpeg would read it."""
         plain = PLAIN_CODECS.get((self.format_tag, self.bits))
         return (plain is not None and self.data_size is not None and self.channels > 0 and self.sample_rate > 0
-                and self.byte_rate == self.sample_rate * self.channels * plain[1])
+                and self.byte_rate == self.sample_rate * self.channels * plain[1]
+                and self.block_align == self.channels * plain[1])
 
     @property
     def decodable_in_process(self) -> bool:
@@ -71,23 +80,31 @@ class WavHeader:
 
 
 def read_header(path: Path) -> WavHeader | None:
-    """The header of a RIFF/WAVE file up to its data chunk; None when the file is not one, is damaged, or is
-    ambiguous (a second format chunk, which ffmpeg would ignore: ffprobe and ffmpeg decide such a file)."""
+    """The header of a RIFF/WAVE file up to its data chunk; None when the file is not one, is damaged, or holds
+    what ffmpeg could read otherwise than these chunks say (``AMBIGUOUS_CHUNKS``, a format chunk too short, an
+    IEC 61937 stream in 16-bit PCM): ffprobe and ffmpeg decide such a file."""
     size = path.stat().st_size
     with open(path, "rb") as fh:
         head = fh.read(12)
         if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
             return None
-        fmt = b""
-        for _ in range(64):  # chunks before "data": fmt, LIST, fact, ...
-            header = fh.read(8)
-            if len(header) < 8:
+        fmt: bytes | None = None
+        for _ in range(MAX_CHUNKS):  # chunks before "data": fmt, LIST, fact, ...
+            chunk = fh.read(8)
+            if len(chunk) < 8:
                 return None
-            chunk_id, chunk_size = header[:4], struct.unpack("<I", header[4:])[0]
+            chunk_id, chunk_size = chunk[:4], struct.unpack("<I", chunk[4:])[0]
             if chunk_id == b"data":
-                return _header(fmt, chunk_size, fh.tell())
+                header = _header(fmt or b"", chunk_size, fh.tell())
+                if header is None or header.data_size is None:
+                    return header
+                end = header.data_offset + header.data_size + (header.data_size & 1)
+                if _more_chunks_that_matter(fh, end, size) or _spdif(fh, header):
+                    return None
+                return header
             end = fh.tell() + chunk_size + (chunk_size & 1)
-            if end > size or (chunk_id == b"fmt " and fmt):  # past the end of the file; a second format chunk
+            if (end > size or chunk_id in (b"XMA2", b"SMV0") or (chunk_id == b"LIST" and chunk_size < 4)
+                    or (chunk_id == b"fmt " and (fmt is not None or chunk_size < 16))):
                 return None
             if chunk_id == b"fmt ":
                 fmt = fh.read(min(chunk_size, FMT_BYTES))
@@ -96,15 +113,39 @@ def read_header(path: Path) -> WavHeader | None:
 
 
 def _header(fmt: bytes, data_size: int, data_offset: int) -> WavHeader | None:
-    """The format chunk's fields; None without one."""
+    """The format chunk's fields; None without one. An extensible header names a plain codec only where ffmpeg
+    reads its sub-format (cbSize of 22 or more) and its valid bits do not make it another one."""
     if len(fmt) < 16:
         return None
-    tag, channels, rate, byte_rate, _, bits = struct.unpack("<HHIIHH", fmt[:16])
-    if tag == EXTENSIBLE:  # the plain formats' sub-format: their tag, then the GUID's standard tail
-        sub = fmt[24:40]
-        tag = struct.unpack("<H", sub[:2])[0] if len(sub) == 16 and sub[2:] == SUBFORMAT_TAIL else EXTENSIBLE
+    tag, channels, rate, byte_rate, block_align, bits = struct.unpack("<HHIIHH", fmt[:16])
+    if tag == EXTENSIBLE and len(fmt) >= 40 and fmt[26:40] == SUBFORMAT_TAIL:
+        extension, valid_bits = struct.unpack("<HH", fmt[16:20])
+        if extension >= 22 and valid_bits in (0, bits):
+            tag = struct.unpack("<H", fmt[24:26])[0]
     size = None if data_size in (0, 0xFFFFFFFF) else data_size
-    return WavHeader(tag, channels, rate, byte_rate, bits, size, data_offset)
+    return WavHeader(tag, channels, rate, byte_rate, bits, block_align, size, data_offset)
+
+
+def _more_chunks_that_matter(fh: BinaryIO, position: int, size: int) -> bool:
+    """Whether chunks after the data include one ffmpeg would read as more format or audio (it reads on)."""
+    for _ in range(MAX_CHUNKS):
+        if position + 8 > size:
+            return False
+        fh.seek(position)
+        chunk = fh.read(8)
+        if chunk[:4] in AMBIGUOUS_CHUNKS:
+            return True
+        chunk_size = struct.unpack("<I", chunk[4:])[0]
+        position += 8 + chunk_size + (chunk_size & 1)
+    return True  # too many to be sure
+
+
+def _spdif(fh: BinaryIO, header: WavHeader) -> bool:
+    """Whether 16-bit PCM data begins with an IEC 61937 burst (AC-3 or DTS over S/PDIF), which ffmpeg decodes."""
+    if header.codec != "pcm_s16le":
+        return False
+    fh.seek(header.data_offset)
+    return SPDIF_SYNC in fh.read(SPDIF_PROBE_BYTES)
 
 
 def split_channels(path: Path, header: WavHeader, plan: list[int], out_dir: Path) -> dict[int, Path]:
