@@ -94,7 +94,7 @@ def test_asr_backfill_creates_again_after_sqlites_lock(monkeypatch: pytest.Monke
 
     calls: list[tuple[str, ...]] = []
 
-    def airflow(*args: str) -> subprocess.CompletedProcess[str]:
+    def airflow(*args: str, **_: bool) -> subprocess.CompletedProcess[str]:
         calls.append(args)
         if args[:2] == ("dags", "details"):
             return subprocess.CompletedProcess(args, 0, '[{"dag_id": "transcribe_daily", "is_paused": "False"}]', "")
@@ -118,7 +118,7 @@ def test_asr_backfill_creates_again_after_sqlites_lock(monkeypatch: pytest.Monke
     calls.clear()
     refused = "airflow.exceptions.AlreadyRunningBackfill: Another backfill is running"
 
-    def refusing(*args: str) -> subprocess.CompletedProcess[str]:
+    def refusing(*args: str, **_: bool) -> subprocess.CompletedProcess[str]:
         if args[0] == "dags":
             return airflow(*args)
         calls.append(args)
@@ -138,7 +138,7 @@ def test_asr_backfill_unpauses_the_dag_only_once_the_backfill_is_whole(monkeypat
     calls: list[tuple[str, ...]] = []
     outcomes = iter([LOCKED_STDERR, ""])
 
-    def airflow(*args: str) -> subprocess.CompletedProcess[str]:
+    def airflow(*args: str, **_: bool) -> subprocess.CompletedProcess[str]:
         calls.append(args[:2])
         if args[:2] == ("dags", "details"):
             return subprocess.CompletedProcess(args, 0, '[{"dag_id": "transcribe_daily", "is_paused": "True"}]', "")
@@ -155,6 +155,46 @@ def test_asr_backfill_unpauses_the_dag_only_once_the_backfill_is_whole(monkeypat
     calls.clear()
     assert main.main(argv) == 1  # the create fails: the DAG stays paused
     assert ("dags", "unpause") not in calls
+
+
+def test_asr_backfill_creates_a_year_while_another_process_commits(tmp_path: Path) -> None:
+    """The scheduler and the DAG processor commit to SQLite all the time; Airflow makes each backfill run in a
+    transaction that reads before it writes, whose first write fails at once after another's commit. A year's
+    runs are made whole on the first attempt: each transaction takes the write lock first and waits for it."""
+    import threading
+
+    from test_dag import airflow_env
+
+    env = {**airflow_env(tmp_path), "PATH": f"{BIN}:/usr/bin:/bin"}
+    for step in (["airflow", "db", "migrate"], ["airflow", "dags", "reserialize"]):
+        proc = subprocess.run(step, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert proc.returncode == 0, f"{step}: {proc.stderr[-2000:]}"
+    database = tmp_path / "airflow" / "airflow.db"
+    stop = threading.Event()
+    commits: list[float] = []
+
+    def commit_every_few_ms() -> None:
+        with contextlib.closing(sqlite3.connect(database, timeout=60, isolation_level=None)) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS heartbeat (at REAL)")
+            while not stop.is_set():
+                conn.execute("INSERT INTO heartbeat VALUES (?)", (time.time(),))
+                commits.append(time.time())
+                time.sleep(0.003)
+
+    writer = threading.Thread(target=commit_every_few_ms)
+    writer.start()
+    try:
+        proc = subprocess.run(["asr", "backfill", "--from", "2025-01-01", "--to", "2025-12-31", "--unpause",
+                               "--max-active-runs", "4", "--attempts", "1"], env=env, capture_output=True,
+                              text=True, timeout=300, cwd=tmp_path)
+    finally:
+        stop.set()
+        writer.join()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with sqlite3.connect(database) as conn:
+        runs = conn.execute("SELECT count(*) FROM dag_run WHERE run_type = 'backfill'").fetchone()[0]
+    assert runs == 365
+    assert len(commits) > 200  # the other process did commit all along
 
 
 def standalone_env(tmp_path: Path) -> dict[str, str]:

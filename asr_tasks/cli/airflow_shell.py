@@ -16,12 +16,14 @@ def command() -> str:
     return str(airflow) if airflow.exists() else "airflow"
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
+def run(*args: str, immediate: bool = False) -> subprocess.CompletedProcess[str]:
     """``airflow ARGS...``, its output captured; refused without an ``AIRFLOW_HOME``, where Airflow would make and
-    read a home of its own in ``~/airflow`` and know none of the project's DAGs."""
+    read a home of its own in ``~/airflow`` and know none of the project's DAGs. ``immediate``: through
+    ``airflow_immediate``, for a command that writes many rows while Airflow's other processes write SQLite."""
     if not os.environ.get("AIRFLOW_HOME"):
         raise ConfigError("AIRFLOW_HOME is not set, so Airflow would use ~/airflow instead of this project's "
                           "Airflow: set the environment that `make standalone` uses (README, \"Five minutes as an "
                           "operator\") and run it again")
-    return subprocess.run([command(), *args], capture_output=True, text=True)
+    program = [sys.executable, "-m", "asr_tasks.cli.airflow_immediate"] if immediate else [command()]
+    return subprocess.run([*program, *args], capture_output=True, text=True)
 

@@ -8,13 +8,16 @@ to unpause it, creates the backfill, unpauses the DAG only then, and says how to
 watch it.
 
 On SQLite (the embedded default) the scheduler and DAG processor write the same
-file: Airflow's backfill creation meets their writes mid-transaction and gives up
-at once with "database is locked" (a busy timeout does not apply to a read
-upgraded to a write), after removing the half-made backfill so that it can be
-retried. This command retries it then, with back-off. The DAG stays paused until
-the backfill is whole: a scheduler that had begun the runs of a half-made backfill
-fails on the rows Airflow removes (``ObjectDeletedError``), and a paused DAG's
-runs are not begun.
+file while Airflow creates the backfill's runs, each in a transaction that reads
+before it writes; its first write then fails at once with "database is locked"
+whenever another process committed in between (a busy timeout does not apply to a
+read upgraded to a write), so a year's backfill never came whole. The creation
+therefore runs through ``airflow_immediate``, whose transactions take the write
+lock first and wait for it. Should the wait outlast the database's busy timeout,
+Airflow removes the half-made backfill and this command creates it again, with
+back-off. The DAG stays paused until the backfill is whole: a scheduler that had
+begun the runs of a half-made backfill fails on the rows Airflow removes
+(``ObjectDeletedError``), and a paused DAG's runs are not begun.
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ def _create(args: list[str], attempts: int) -> subprocess.CompletedProcess[str]:
     """``airflow backfill create``, again while SQLite reports another process's write in the way."""
 
     def once() -> subprocess.CompletedProcess[str]:
-        proc = airflow_shell.run(*args)
+        proc = airflow_shell.run(*args, immediate=True)
         if proc.returncode != 0:
             raise AirflowFailed(proc)
         return proc
