@@ -59,7 +59,8 @@ from asr_tasks.config import PROJECT_ROOT
 
 QUICK = {"day_sizes": "4,12", "spoken_every": 4, "year_days": 2, "archive_segments": 0,
          "sqlite_segments": 5_000}
-FIRST_DAY = date(2025, 1, 1)  # the sized days, one after another; the year starts a year later
+FIRST_DAY = date(2025, 1, 1)  # the sized days, one after another; the year's days end the day before
+# (all in the past: Airflow creates no backfill run for a day after today)
 SPOKEN_FILES = 6
 DEAD_AIR_FILES = 4
 RATE = 8000
@@ -125,8 +126,8 @@ def one_day(airflow: Standalone, day: date, calls: int, spoken: list[Path], air:
 
 
 def year(airflow: Standalone, days: int, calls: int, spoken: list[Path], air: list[Path]) -> dict[str, Any]:
-    first = FIRST_DAY + timedelta(days=366)
-    last = first + timedelta(days=days - 1)
+    last = FIRST_DAY - timedelta(days=1)
+    first = last - timedelta(days=days - 1)
     for n in range(days):
         put_day(airflow.tmp / "store", first + timedelta(days=n), calls, spoken[n % len(spoken):], air, 1)
     wall = airflow.backfill(first, last, max_active_runs=4)
