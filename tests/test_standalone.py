@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -155,6 +156,44 @@ def test_asr_backfill_unpauses_the_dag_only_once_the_backfill_is_whole(monkeypat
     calls.clear()
     assert main.main(argv) == 1  # the create fails: the DAG stays paused
     assert ("dags", "unpause") not in calls
+
+
+@pytest.mark.parametrize("url, refused", [("sqlite:////srv/airflow.db?timeout=60", True),
+                                         ("postgresql+psycopg2://airflow@db/airflow", False), (None, True)])
+def test_asr_backfill_makes_at_most_ten_years_at_once_on_sqlite(monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str], url: str | None,
+                                                                refused: bool) -> None:
+    """Airflow's other processes wait while a backfill's runs are made on SQLite: longer than ten years is refused
+    there, with the range that fits, before Airflow is asked anything but its database (Airflow's own default,
+    SQLite, where the environment does not say)."""
+    from asr_tasks.cli import airflow_shell, backfill, main
+
+    calls: list[tuple[str, ...]] = []
+
+    def airflow(*args: str, **_: bool) -> subprocess.CompletedProcess[str]:
+        calls.append(args[:2])
+        if args[:2] == ("config", "get-value"):
+            return subprocess.CompletedProcess(args, 0, "sqlite:////root/airflow/airflow.db\n", "")
+        if args[:2] == ("dags", "details"):
+            return subprocess.CompletedProcess(args, 0, '[{"dag_id": "transcribe_daily", "is_paused": "False"}]', "")
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    if url is None:
+        monkeypatch.delenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", raising=False)
+    else:
+        monkeypatch.setenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", url)
+    monkeypatch.setattr(airflow_shell, "run", airflow)
+    assert main.main(["backfill", "--from", "1990-01-01", "--to", "2015-12-31"]) == (2 if refused else 0)
+    err = capsys.readouterr().err
+    if refused:
+        assert "9496 days in one backfill on SQLite" in err and "--from 1990-01-01 --to 2000-01-08" in err
+        assert not {("dags", "details"), ("backfill", "create")} & set(calls)
+    else:
+        assert ("backfill", "create") in calls
+    calls.clear()
+    ten_years = (date(1990, 1, 1) + timedelta(days=backfill.SQLITE_MAX_DAYS - 1)).isoformat()
+    assert main.main(["backfill", "--from", "1990-01-01", "--to", ten_years]) == 0  # ten years pass everywhere
+    assert ("backfill", "create") in calls
 
 
 def test_asr_backfill_creates_a_year_while_another_process_commits(tmp_path: Path) -> None:

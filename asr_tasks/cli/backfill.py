@@ -17,7 +17,10 @@ lock first and wait for it. Should the wait outlast the database's busy timeout,
 Airflow removes the half-made backfill and this command creates it again, with
 back-off. The DAG stays paused until the backfill is whole: a scheduler that had
 begun the runs of a half-made backfill fails on the rows Airflow removes
-(``ObjectDeletedError``), and a paused DAG's runs are not begun.
+(``ObjectDeletedError``), and a paused DAG's runs are not begun. While the runs
+are made, Airflow's other processes wait for the lock (their heartbeats too:
+ten years take about 30 s on two cores, 26 years two minutes), so on SQLite one
+backfill makes at most ``SQLITE_MAX_DAYS``.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import subprocess
 import sys
+from datetime import date, timedelta
 from functools import partial
 from typing import Any
 
@@ -38,6 +43,7 @@ from asr_tasks.inputs import calendar_day, day_range, within
 
 DAG_ID = "transcribe_daily"
 MAX_ACTIVE_RUNS = 1000
+SQLITE_MAX_DAYS = 3660  # ten years, whose runs hold Airflow's SQLite database about 30 s (docs/production.md)
 LOCKED = "database is locked"  # SQLite's SQLITE_BUSY, which Airflow treats as a lock to retry after
 _ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception)\b.*:")
 # what SQLAlchemy prints after a database's error: the statement, its parameters, a link to its docs
@@ -79,6 +85,15 @@ def _create(args: list[str], attempts: int) -> subprocess.CompletedProcess[str]:
     return policy(once)
 
 
+def _on_sqlite() -> bool:
+    """Whether Airflow's database is SQLite: its connection as the environment sets it, else as Airflow reads it."""
+    url = os.environ.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")
+    if url is None:
+        proc = airflow_shell.run("config", "get-value", "database", "sql_alchemy_conn")
+        url = proc.stdout.strip() if proc.returncode == 0 else ""
+    return url.startswith("sqlite")
+
+
 def _details(stdout: str) -> dict[str, Any]:
     """The DAG's row of ``airflow dags details -o json``, which may follow warnings Airflow prints first."""
     table, _ = json.JSONDecoder().raw_decode(stdout[stdout.index("[{"):])
@@ -87,6 +102,15 @@ def _details(stdout: str) -> dict[str, Any]:
 
 def cmd_backfill(args: argparse.Namespace) -> int:
     day_range(args.date_from, args.date_to, "--from", "--to")
+    first = date.fromisoformat(args.date_from)
+    days = (date.fromisoformat(args.date_to) - first).days + 1
+    if days > SQLITE_MAX_DAYS and not args.dry_run and _on_sqlite():
+        last = first + timedelta(days=SQLITE_MAX_DAYS - 1)
+        print(f"asr: {days} days in one backfill on SQLite: Airflow's scheduler, DAG processor and triggerer wait "
+              f"while its runs are made (about 30 s for ten years on two cores). Backfill at most "
+              f"{SQLITE_MAX_DAYS} days at once (--from {first} --to {last}), the next range once that one is done, "
+              f"or move Airflow's database to PostgreSQL (docs/production.md, Backfill).", file=sys.stderr)
+        return 2
     details = airflow_shell.run("dags", "details", DAG_ID, "-o", "json")
     if details.returncode != 0:
         print(f"asr: Airflow does not know {DAG_ID} (has the DAG processor parsed dags/ yet?): {_said(details)}",
