@@ -125,13 +125,16 @@ def cmd_backfill(args: argparse.Namespace) -> int:
               "--max-active-runs", str(args.max_active_runs), "--reprocess-behavior", args.reprocess]
     create += ["--run-backwards"] if args.backwards else []
     create += ["--dry-run"] if args.dry_run else []
+    if not args.dry_run:
+        print(f"making the runs of {days} days (about 3 s a year on two cores)...", flush=True)
     try:
         proc = _create(create, attempts=args.attempts)
     except AirflowFailed as failed:
         sys.stdout.write(failed.proc.stdout)
         print(f"asr: airflow backfill create failed: {failed}", file=sys.stderr)
         return 1
-    sys.stdout.write(proc.stdout)
+    if args.dry_run:  # the runs it would make, as Airflow lists them; a real one's log is a line per day, left out
+        sys.stdout.write(proc.stdout)
     if paused and not args.dry_run:  # only now: a scheduler that had taken up the runs of a half-made backfill
         unpaused = airflow_shell.run("dags", "unpause", DAG_ID)  # would fail on the rows Airflow removes
         if unpaused.returncode != 0:
@@ -140,7 +143,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
             return 1
         print(f"{DAG_ID} unpaused")
     if not args.dry_run:
-        print(f"backfill of {DAG_ID} from {args.date_from} to {args.date_to} created; watch it with\n"
+        print(f"backfill of {DAG_ID} from {args.date_from} to {args.date_to} ({days} days) created; watch it with\n"
               f"  asr progress --from {args.date_from} --to {args.date_to} --watch")
     return 0
 
