@@ -129,7 +129,8 @@ def test_asr_backfill_creates_again_after_sqlites_lock(monkeypatch: pytest.Monke
     monkeypatch.setattr(airflow_shell, "run", refusing)
     assert main.main(argv) == 1
     assert len(calls) == 2  # details, then one create
-    assert "AlreadyRunningBackfill: Another backfill is running" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "AlreadyRunningBackfill: Another backfill is running" in err and "/api/v2/backfills/ID/cancel" in err
 
 
 def test_asr_backfill_unpauses_the_dag_only_once_the_backfill_is_whole(monkeypatch: pytest.MonkeyPatch) -> None:

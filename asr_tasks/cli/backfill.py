@@ -132,6 +132,10 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     except AirflowFailed as failed:
         sys.stdout.write(failed.proc.stdout)
         print(f"asr: airflow backfill create failed: {failed}", file=sys.stderr)
+        if "AlreadyRunningBackfill" in str(failed):
+            print(f"asr: a DAG runs one backfill at a time: wait for it to end (asr progress), or cancel it (the "
+                  f"banner on {DAG_ID}'s page in the Airflow UI, or PUT /api/v2/backfills/ID/cancel)",
+                  file=sys.stderr)
         return 1
     if args.dry_run:  # the runs it would make, as Airflow lists them; a real one's log is a line per day, left out
         sys.stdout.write(proc.stdout)
