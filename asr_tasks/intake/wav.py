@@ -37,9 +37,10 @@ PLAIN_CODECS = {(1, 8): ("pcm_u8", 1), (1, 16): ("pcm_s16le", 2), (1, 24): ("pcm
                 (1, 32): ("pcm_s32le", 4), (3, 32): ("pcm_f32le", 4), (6, 8): ("pcm_alaw", 1),
                 (7, 8): ("pcm_mulaw", 1)}
 IN_PROCESS_CODECS = {"pcm_s16le", "pcm_alaw", "pcm_mulaw"}
-# chunks that make ffmpeg read a WAV otherwise than its format and data chunks say: another format or data
-# chunk (ffmpeg keeps reading past the data, and a later data chunk is the one it plays), XMA2 and SMV0
-AMBIGUOUS_CHUNKS = {b"fmt ", b"data", b"XMA2", b"SMV0"}
+# chunks that make ffmpeg read a WAV otherwise than its format and data chunks say: XMA2 and SMV0 anywhere,
+# and after the data another format or data chunk (ffmpeg reads on, and a later data chunk is the one it plays)
+FOREIGN_CHUNKS = {b"XMA2", b"SMV0"}
+AMBIGUOUS_CHUNKS = {b"fmt ", b"data"} | FOREIGN_CHUNKS
 SPDIF_SYNC = bytes.fromhex("72f81f4e")  # IEC 61937 (AC-3, DTS) inside 16-bit PCM, which ffmpeg decodes as such
 SPDIF_PROBE_BYTES = 1 << 16  # how much of the data ffmpeg looks into for it
 MAX_CHUNKS = 64
@@ -103,7 +104,7 @@ def read_header(path: Path) -> WavHeader | None:
                     return None
                 return header
             end = fh.tell() + chunk_size + (chunk_size & 1)
-            if (end > size or chunk_id in (b"XMA2", b"SMV0") or (chunk_id == b"LIST" and chunk_size < 4)
+            if (end > size or chunk_id in FOREIGN_CHUNKS or (chunk_id == b"LIST" and chunk_size < 4)
                     or (chunk_id == b"fmt " and (fmt is not None or chunk_size < 16))):
                 return None
             if chunk_id == b"fmt ":
