@@ -247,6 +247,13 @@ def test_every_script_is_covered() -> None:
         assert "--quick" in doc.split('"""')[1], f"{script}: --quick is not in its docstring"
 
 
+def test_every_script_is_in_the_code_map() -> None:
+    """docs/code.md says what each script measures: one added without a line there is not found by the reader."""
+    code_map = (PROJECT_ROOT / "docs" / "code.md").read_text()
+    missing = sorted(p.name for p in BENCH.glob("*.py") if f"`{p.name}`" not in code_map)
+    assert not missing, f"bench scripts not named in docs/code.md: {missing}"
+
+
 @pytest.mark.parametrize("script", sorted(CASES))
 def test_quick_mode(script: str, model_dir: Path, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     server, check = CASES[script]
