@@ -198,6 +198,36 @@ def test_asr_backfill_makes_at_most_ten_years_at_once_on_sqlite(monkeypatch: pyt
     assert ("backfill", "create") in calls
 
 
+
+def test_a_dry_run_says_what_the_real_backfill_would_do(monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Airflow's dry run lists a line per day and nothing else: after it, the count, the pause the real command
+    refuses or lifts, and the SQLite cap that would refuse it; nothing is made and nothing unpaused."""
+    from asr_tasks.cli import airflow_shell, main
+
+    calls: list[tuple[str, ...]] = []
+
+    def airflow(*args: str, **_: bool) -> subprocess.CompletedProcess[str]:
+        calls.append(args[:2])
+        if args[:2] == ("dags", "details"):
+            return subprocess.CompletedProcess(args, 0, '[{"dag_id": "transcribe_daily", "is_paused": "True"}]', "")
+        return subprocess.CompletedProcess(args, 0, "logical_date\n1990-01-01 00:00:00+00:00\n...\n", "")
+
+    monkeypatch.setattr(airflow_shell, "run", airflow)
+    monkeypatch.setenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "sqlite:////srv/airflow.db?timeout=60")
+    assert main.main(["backfill", "--from", "1990-01-01", "--to", "2015-12-31", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("logical_date\n1990-01-01")  # Airflow's list first
+    assert "nothing made" in out and "9496 days" in out and "the real one needs --unpause" in out
+    assert "on SQLite the real one is refused: at most 3660 days" in out
+    assert calls == [("dags", "details"), ("backfill", "create")]
+    calls.clear()
+    monkeypatch.setenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "postgresql+psycopg2://airflow@db/airflow")
+    assert main.main(["backfill", "--from", "1990-01-01", "--to", "2015-12-31", "--dry-run", "--unpause"]) == 0
+    out = capsys.readouterr().out
+    assert "9496 days" in out and "unpauses it once its runs are made" in out and "SQLite" not in out
+    assert ("dags", "unpause") not in calls
+
 def test_asr_backfill_creates_a_year_while_another_process_commits(tmp_path: Path) -> None:
     """The scheduler and the DAG processor commit to SQLite all the time; Airflow makes each backfill run in a
     transaction that reads before it writes, whose first write fails at once after another's commit. A year's
@@ -423,6 +453,7 @@ def test_standalone_runs_a_backfill_of_two_days(tmp_path: Path, model_dir: Path,
         assert proc.returncode == 2 and "transcribe_daily is paused" in proc.stderr and "--unpause" in proc.stderr
         proc = asr_backfill("--dry-run")
         assert proc.returncode == 0 and all(day in proc.stdout for day in DAYS), proc
+        assert "nothing made" in proc.stdout and "the real one needs --unpause" in proc.stdout, proc.stdout
         proc = asr_backfill("--unpause")
         assert proc.returncode == 0, f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
         assert "transcribe_daily unpaused" in proc.stdout and f"asr progress --from {DAYS[0]}" in proc.stdout

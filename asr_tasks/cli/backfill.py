@@ -139,17 +139,29 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         return 1
     if args.dry_run:  # the runs it would make, as Airflow lists them; a real one's log is a line per day, left out
         sys.stdout.write(proc.stdout)
-    if paused and not args.dry_run:  # only now: a scheduler that had taken up the runs of a half-made backfill
+        print(_dry_run_summary(days, paused, args.unpause))
+        return 0
+    if paused:  # only now: a scheduler that had taken up the runs of a half-made backfill
         unpaused = airflow_shell.run("dags", "unpause", DAG_ID)  # would fail on the rows Airflow removes
         if unpaused.returncode != 0:
             print(f"asr: the backfill is created, but airflow dags unpause {DAG_ID} failed: {_said(unpaused)}; "
                   f"unpause it in the UI or with `airflow dags unpause {DAG_ID}`", file=sys.stderr)
             return 1
         print(f"{DAG_ID} unpaused")
-    if not args.dry_run:
-        print(f"backfill of {DAG_ID} from {args.date_from} to {args.date_to} ({days} days) created; watch it with\n"
-              f"  asr progress --from {args.date_from} --to {args.date_to} --watch")
+    print(f"backfill of {DAG_ID} from {args.date_from} to {args.date_to} ({days} days) created; watch it with\n"
+          f"  asr progress --from {args.date_from} --to {args.date_to} --watch")
     return 0
+
+
+def _dry_run_summary(days: int, paused: bool, unpause: bool) -> str:
+    """After Airflow's list of a long range, what the real command would do with it, which the list does not say."""
+    said = [f"dry run: nothing made; the backfill asked for covers {days} days (Airflow's list above)"]
+    if paused:
+        said.append(f"{DAG_ID} is paused: " + ("the real one unpauses it once its runs are made" if unpause
+                                               else "the real one needs --unpause"))
+    if days > SQLITE_MAX_DAYS and _on_sqlite():
+        said.append(f"on SQLite the real one is refused: at most {SQLITE_MAX_DAYS} days at once")
+    return "; ".join(said)
 
 
 def add_commands(sub: Any) -> None:
