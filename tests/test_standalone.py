@@ -111,7 +111,7 @@ def test_asr_backfill_creates_again_after_sqlites_lock(monkeypatch: pytest.Monke
     assert len(creates) == min(locked_times + 1, attempts)
     out, err = capsys.readouterr()
     if code == 0:
-        assert "backfill of transcribe_daily from 2026-11-20 to 2026-11-21 (2 days) created" in out
+        assert "backfill of transcribe_daily from 2026-11-20 to 2026-11-21 created" in out
         assert "Created backfill Dag run." not in out  # Airflow's log of each run: a line per day, left out
     else:
         assert err.strip().endswith("asr: airflow backfill create failed: sqlalchemy.exc.OperationalError: "
@@ -196,13 +196,38 @@ def test_asr_backfill_makes_at_most_ten_years_at_once_on_sqlite(monkeypatch: pyt
     ten_years = (date(1990, 1, 1) + timedelta(days=backfill.SQLITE_MAX_DAYS - 1)).isoformat()
     assert main.main(["backfill", "--from", "1990-01-01", "--to", ten_years]) == 0  # ten years pass everywhere
     assert ("backfill", "create") in calls
+    if refused:  # newest first: the range that fits ends where the backfill starts
+        assert main.main(["backfill", "--from", "1990-01-01", "--to", "2015-12-31", "--backwards"]) == 2
+        assert "--from 2005-12-24 --to 2015-12-31" in capsys.readouterr().err
 
+
+def test_a_backfill_that_starts_after_today_is_refused_before_airflow(monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from asr_tasks.cli import airflow_shell, main
+
+    monkeypatch.setattr(airflow_shell, "run", lambda *args, **_: pytest.fail(f"Airflow asked: {args}"))
+    later = (date.today() + timedelta(days=30)).isoformat()
+    for extra in ([], ["--dry-run"]):
+        assert main.main(["backfill", "--from", later, "--to", later, *extra]) == 2
+        assert f"asr: nothing to backfill: --from {later} is after today" in capsys.readouterr().err
+
+
+# Airflow's dry run: a table with a row per run it would make (a day that has not begun, or has a run, has none)
+DRY_RUN_TABLE = """Runs to be attempted:
++---------------------------+-----------------+------------------+
+| logical_date              | interval_start  | interval_end     |
++===========================+=================+==================+
+| 1990-01-01 00:00:00+00:00 |                 |                  |
++---------------------------+-----------------+------------------+
+| 1990-01-03 00:00:00+00:00 |                 |                  |
++---------------------------+-----------------+------------------+
+"""
 
 
 def test_a_dry_run_says_what_the_real_backfill_would_do(monkeypatch: pytest.MonkeyPatch,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    """Airflow's dry run lists a line per day and nothing else: after it, the count, the pause the real command
-    refuses or lifts, and the SQLite cap that would refuse it; nothing is made and nothing unpaused."""
+    """Airflow's dry run lists a row per run and nothing else: after it, the runs it would make of the days asked
+    for, then what the real command would refuse (the SQLite cap, a paused DAG) or do; nothing made or unpaused."""
     from asr_tasks.cli import airflow_shell, main
 
     calls: list[tuple[str, ...]] = []
@@ -211,21 +236,25 @@ def test_a_dry_run_says_what_the_real_backfill_would_do(monkeypatch: pytest.Monk
         calls.append(args[:2])
         if args[:2] == ("dags", "details"):
             return subprocess.CompletedProcess(args, 0, '[{"dag_id": "transcribe_daily", "is_paused": "True"}]', "")
-        return subprocess.CompletedProcess(args, 0, "logical_date\n1990-01-01 00:00:00+00:00\n...\n", "")
+        return subprocess.CompletedProcess(args, 0, DRY_RUN_TABLE, "")
 
     monkeypatch.setattr(airflow_shell, "run", airflow)
     monkeypatch.setenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "sqlite:////srv/airflow.db?timeout=60")
     assert main.main(["backfill", "--from", "1990-01-01", "--to", "2015-12-31", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("logical_date\n1990-01-01")  # Airflow's list first
-    assert "nothing made" in out and "9496 days" in out and "the real one needs --unpause" in out
-    assert "on SQLite the real one is refused: at most 3660 days" in out
+    assert out.startswith(DRY_RUN_TABLE)  # Airflow's list first, then one line
+    assert out.removeprefix(DRY_RUN_TABLE) == (
+        "dry run, nothing made: Airflow would make 2 runs for the 9496 days asked for (the other 9494 have not "
+        "begun yet or have a run already); the real command is refused on SQLite, at most 3660 days at once "
+        "(--from 1990-01-01 --to 2000-01-08); without --unpause the real command is refused: transcribe_daily is "
+        "paused\n")
     assert calls == [("dags", "details"), ("backfill", "create")]
     calls.clear()
     monkeypatch.setenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "postgresql+psycopg2://airflow@db/airflow")
-    assert main.main(["backfill", "--from", "1990-01-01", "--to", "2015-12-31", "--dry-run", "--unpause"]) == 0
-    out = capsys.readouterr().out
-    assert "9496 days" in out and "unpauses it once its runs are made" in out and "SQLite" not in out
+    assert main.main(["backfill", "--from", "1990-01-01", "--to", "1990-01-02", "--dry-run", "--unpause"]) == 0
+    out = capsys.readouterr().out.removeprefix(DRY_RUN_TABLE)
+    assert out == ("dry run, nothing made: Airflow would make 2 runs for the 2 days asked for; the real command "
+                   "unpauses transcribe_daily once its runs are made\n")
     assert ("dags", "unpause") not in calls
 
 def test_asr_backfill_creates_a_year_while_another_process_commits(tmp_path: Path) -> None:
@@ -453,7 +482,8 @@ def test_standalone_runs_a_backfill_of_two_days(tmp_path: Path, model_dir: Path,
         assert proc.returncode == 2 and "transcribe_daily is paused" in proc.stderr and "--unpause" in proc.stderr
         proc = asr_backfill("--dry-run")
         assert proc.returncode == 0 and all(day in proc.stdout for day in DAYS), proc
-        assert "nothing made" in proc.stdout and "the real one needs --unpause" in proc.stdout, proc.stdout
+        assert (f"nothing made: Airflow would make {len(DAYS)} runs for the {len(DAYS)} days asked for; "
+                "without --unpause the real command is refused") in proc.stdout, proc.stdout
         proc = asr_backfill("--unpause")
         assert proc.returncode == 0, f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
         assert "transcribe_daily unpaused" in proc.stdout and f"asr progress --from {DAYS[0]}" in proc.stdout

@@ -32,7 +32,7 @@ import os
 import re
 import subprocess
 import sys
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta, timezone
 from functools import partial
 from typing import Any
 
@@ -46,6 +46,7 @@ MAX_ACTIVE_RUNS = 1000
 SQLITE_MAX_DAYS = 3660  # ten years, whose runs hold Airflow's SQLite database about 30 s (docs/production.md)
 LOCKED = "database is locked"  # SQLite's SQLITE_BUSY, which Airflow treats as a lock to retry after
 _ERROR_LINE = re.compile(r"^[\w.]*(Error|Exception)\b.*:")
+_LISTED_RUN = re.compile(r"^\|\s*\d{4}-\d\d-\d\d[ T]", re.MULTILINE)  # a row of Airflow's dry-run table
 # what SQLAlchemy prints after a database's error: the statement, its parameters, a link to its docs
 _NOISE = ("(Background on this error at:", "[SQL:", "[parameters:")
 log = logging.getLogger("asr.backfill")
@@ -102,14 +103,20 @@ def _details(stdout: str) -> dict[str, Any]:
 
 def cmd_backfill(args: argparse.Namespace) -> int:
     day_range(args.date_from, args.date_to, "--from", "--to")
-    first = date.fromisoformat(args.date_from)
-    days = (date.fromisoformat(args.date_to) - first).days + 1
-    if days > SQLITE_MAX_DAYS and not args.dry_run and _on_sqlite():
-        last = first + timedelta(days=SQLITE_MAX_DAYS - 1)
-        print(f"asr: {days} days in one backfill on SQLite: Airflow's scheduler, DAG processor and triggerer wait "
-              f"while its runs are made (about 30 s for ten years on two cores). Backfill at most "
-              f"{SQLITE_MAX_DAYS} days at once (--from {first} --to {last}), the next range once that one is done, "
-              f"or move Airflow's database to PostgreSQL (docs/production.md, Backfill).", file=sys.stderr)
+    first, last = date.fromisoformat(args.date_from), date.fromisoformat(args.date_to)
+    days = (last - first).days + 1
+    today = datetime.now(timezone.utc).date()  # Airflow's clock: it refuses a backfill that starts after it
+    if first > today:
+        print(f"asr: nothing to backfill: --from {first} is after today ({today}, UTC); Airflow makes runs only "
+              f"for days that have begun", file=sys.stderr)
+        return 2
+    too_long = days > SQLITE_MAX_DAYS and _on_sqlite()
+    if too_long and not args.dry_run:
+        print(f"asr: refused, nothing made: {days} days in one backfill on SQLite, where Airflow's scheduler, DAG "
+              f"processor and triggerer would wait while its runs are made (about 30 s for ten years on two "
+              f"cores). Backfill at most {SQLITE_MAX_DAYS} days at once ({_fitting(first, last, args.backwards)}), "
+              f"the next range once that one is done, or move Airflow's database to PostgreSQL "
+              f"(docs/production.md, Backfill).", file=sys.stderr)
         return 2
     details = airflow_shell.run("dags", "details", DAG_ID, "-o", "json")
     if details.returncode != 0:
@@ -126,7 +133,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     create += ["--run-backwards"] if args.backwards else []
     create += ["--dry-run"] if args.dry_run else []
     if not args.dry_run:
-        print(f"making the runs of {days} days (about 3 s a year on two cores)...", flush=True)
+        print(f"making the runs of up to {days} days (about 3 s a year on two cores)...", flush=True)
     try:
         proc = _create(create, attempts=args.attempts)
     except AirflowFailed as failed:
@@ -139,7 +146,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         return 1
     if args.dry_run:  # the runs it would make, as Airflow lists them; a real one's log is a line per day, left out
         sys.stdout.write(proc.stdout)
-        print(_dry_run_summary(days, paused, args.unpause))
+        print(_dry_run_summary(proc.stdout, days, paused, args, too_long))
         return 0
     if paused:  # only now: a scheduler that had taken up the runs of a half-made backfill
         unpaused = airflow_shell.run("dags", "unpause", DAG_ID)  # would fail on the rows Airflow removes
@@ -148,19 +155,28 @@ def cmd_backfill(args: argparse.Namespace) -> int:
                   f"unpause it in the UI or with `airflow dags unpause {DAG_ID}`", file=sys.stderr)
             return 1
         print(f"{DAG_ID} unpaused")
-    print(f"backfill of {DAG_ID} from {args.date_from} to {args.date_to} ({days} days) created; watch it with\n"
+    print(f"backfill of {DAG_ID} from {args.date_from} to {args.date_to} created; watch it with\n"
           f"  asr progress --from {args.date_from} --to {args.date_to} --watch")
     return 0
 
 
-def _dry_run_summary(days: int, paused: bool, unpause: bool) -> str:
-    """After Airflow's list of a long range, what the real command would do with it, which the list does not say."""
-    said = [f"dry run: nothing made; the backfill asked for covers {days} days (Airflow's list above)"]
+def _fitting(first: date, last: date, backwards: bool) -> str:
+    """The longest range SQLite takes at once, from the end the backfill starts at."""
+    span = timedelta(days=SQLITE_MAX_DAYS - 1)
+    return f"--from {last - span} --to {last}" if backwards else f"--from {first} --to {first + span}"
+
+
+def _dry_run_summary(listed: str, days: int, paused: bool, args: argparse.Namespace, too_long: bool) -> str:
+    """After Airflow's list, what it counts and what the real command would refuse or do, the refusals first."""
+    runs = len(_LISTED_RUN.findall(listed))
+    said = [f"dry run, nothing made: Airflow would make {runs} runs for the {days} days asked for"
+            + (f" (the other {days - runs} have not begun yet or have a run already)" if runs < days else "")]
+    if too_long:
+        said.append(f"the real command is refused on SQLite, at most {SQLITE_MAX_DAYS} days at once "
+                    f"({_fitting(date.fromisoformat(args.date_from), date.fromisoformat(args.date_to), args.backwards)})")
     if paused:
-        said.append(f"{DAG_ID} is paused: " + ("the real one unpauses it once its runs are made" if unpause
-                                               else "the real one needs --unpause"))
-    if days > SQLITE_MAX_DAYS and _on_sqlite():
-        said.append(f"on SQLite the real one is refused: at most {SQLITE_MAX_DAYS} days at once")
+        said.append(f"the real command unpauses {DAG_ID} once its runs are made" if args.unpause
+                    else f"without --unpause the real command is refused: {DAG_ID} is paused")
     return "; ".join(said)
 
 
