@@ -110,11 +110,11 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         print(f"asr: nothing to backfill: --from {first} is after today ({today}, UTC); Airflow makes runs only "
               f"for days that have begun", file=sys.stderr)
         return 2
-    too_long = days > SQLITE_MAX_DAYS and _on_sqlite()
-    if too_long and not args.dry_run:
+    fitting = _fitting(first, last, args.backwards) if days > SQLITE_MAX_DAYS and _on_sqlite() else None
+    if fitting and not args.dry_run:
         print(f"asr: refused, nothing made: {days} days in one backfill on SQLite, where Airflow's scheduler, DAG "
               f"processor and triggerer would wait while its runs are made (about 30 s for ten years on two "
-              f"cores). Backfill at most {SQLITE_MAX_DAYS} days at once ({_fitting(first, last, args.backwards)}), "
+              f"cores). Backfill at most {SQLITE_MAX_DAYS} days at once ({fitting}), "
               f"the next range once that one is done, or move Airflow's database to PostgreSQL "
               f"(docs/production.md, Backfill).", file=sys.stderr)
         return 2
@@ -146,7 +146,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         return 1
     if args.dry_run:  # the runs it would make, as Airflow lists them; a real one's log is a line per day, left out
         sys.stdout.write(proc.stdout)
-        print(_dry_run_summary(proc.stdout, days, paused, args, too_long))
+        print(_dry_run_summary(proc.stdout, days, paused, args.unpause, fitting))
         return 0
     if paused:  # only now: a scheduler that had taken up the runs of a half-made backfill
         unpaused = airflow_shell.run("dags", "unpause", DAG_ID)  # would fail on the rows Airflow removes
@@ -166,16 +166,15 @@ def _fitting(first: date, last: date, backwards: bool) -> str:
     return f"--from {last - span} --to {last}" if backwards else f"--from {first} --to {first + span}"
 
 
-def _dry_run_summary(listed: str, days: int, paused: bool, args: argparse.Namespace, too_long: bool) -> str:
+def _dry_run_summary(listed: str, days: int, paused: bool, unpause: bool, fitting: str | None) -> str:
     """After Airflow's list, what it counts and what the real command would refuse or do, the refusals first."""
     runs = len(_LISTED_RUN.findall(listed))
     said = [f"dry run, nothing made: Airflow would make {runs} runs for the {days} days asked for"
             + (f" (the other {days - runs} have not begun yet or have a run already)" if runs < days else "")]
-    if too_long:
-        said.append(f"the real command is refused on SQLite, at most {SQLITE_MAX_DAYS} days at once "
-                    f"({_fitting(date.fromisoformat(args.date_from), date.fromisoformat(args.date_to), args.backwards)})")
+    if fitting:  # the range SQLite takes at once, where the range asked for is longer
+        said.append(f"the real command is refused on SQLite, at most {SQLITE_MAX_DAYS} days at once ({fitting})")
     if paused:
-        said.append(f"the real command unpauses {DAG_ID} once its runs are made" if args.unpause
+        said.append(f"the real command unpauses {DAG_ID} once its runs are made" if unpause
                     else f"without --unpause the real command is refused: {DAG_ID} is paused")
     return "; ".join(said)
 
