@@ -96,6 +96,7 @@ legal_holds = Table(
     Column("released_by", String(255)),
     Column("released_at", DateTime(timezone=True)),
     Column("release_why", Text),
+    Column("future", Boolean, nullable=False, server_default=false()),  # a key no recording had when placed
 )
 
 
