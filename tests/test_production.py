@@ -190,7 +190,57 @@ def test_verify_names_each_file_changed_removed_or_added(package: Production, tm
     assert (found.altered, found.missing, found.unlisted) == (
         [package.produced[1].files[0]], [package.produced[0].files[1]], ["NATIVES/CALL000009.flac"])
     assert found.problems() == [f"missing: {package.produced[0].files[1]}", f"altered: {package.produced[1].files[0]}",
-                                "not in the manifest: NATIVES/CALL000009.flac"]
+                                "not in the manifest: NATIVES/CALL000009.flac",
+                                f"load file: CALL000002: {package.produced[1].files[0]} is not the native whose "
+                                "SHA256 the row gives", "not in the load file: NATIVES/CALL000009.flac"]
+
+
+def sha256sum_check(folder: Path) -> int:
+    """What ``sha256sum -c`` says of the package: 0 when every line of its manifest holds."""
+    return subprocess.run(["sha256sum", "--strict", "--quiet", "-c", "MANIFEST.sha256"], cwd=folder,
+                          capture_output=True).returncode
+
+
+def test_verify_fails_an_altered_native_whatever_line_the_manifest_gains(package: Production, tmp_path: Path) -> None:
+    """A line appended with the changed file's hash leaves the first line failing, as for ``sha256sum -c``; a line
+    changed instead passes ``sha256sum -c``, and the load file's hash of the native still tells."""
+    copy = Path(shutil.copytree(package.directory, tmp_path / "appended"))
+    native = package.produced[1].files[0]
+    data = bytearray((copy / native).read_bytes())
+    data[len(data) // 2] ^= 1
+    (copy / native).write_bytes(bytes(data))
+    with (copy / "MANIFEST.sha256").open("a") as manifest:
+        manifest.write(f"{sha256(copy / native)}  {native}\n")
+    assert sha256sum_check(copy) == 1
+    row = f"load file: CALL000002: {native} is not the native whose SHA256 the row gives"
+    assert verify(copy).problems() == [f"altered: {native}", f"listed twice with different hashes: {native}", row]
+    shown = asr("produce", "--verify", str(copy))
+    assert (shown.returncode, shown.stdout.splitlines()) == (1, [f"altered: {native}",
+                                                                 f"listed twice with different hashes: {native}", row])
+
+    lines = (package.directory / "MANIFEST.sha256").read_text().splitlines()
+    rewritten = [f"{sha256(copy / native)}  {native}" if line.endswith(f"  {native}") else line for line in lines]
+    (copy / "MANIFEST.sha256").write_text("".join(f"{line}\n" for line in rewritten))
+    assert sha256sum_check(copy) == 0  # the manifest alone no longer tells
+    assert verify(copy).problems() == [row]
+
+
+def test_verify_fails_a_load_file_row_whose_files_are_gone(package: Production, tmp_path: Path) -> None:
+    """A call's files removed with their manifest lines pass ``sha256sum -c``; its row in the load file still names
+    them. A native put in with a manifest line of its own is in no row."""
+    copy = Path(shutil.copytree(package.directory, tmp_path / "removed"))
+    gone = package.produced[0].files
+    for path in gone:
+        (copy / path).unlink()
+    (copy / "NATIVES" / "CALL000009.flac").write_bytes(b"fLaC")
+    kept = [line for line in (copy / "MANIFEST.sha256").read_text().splitlines() if line.split("  ", 1)[1] not in gone]
+    (copy / "MANIFEST.sha256").write_text("".join(f"{line}\n" for line in kept)
+                                          + f"{sha256(copy / 'NATIVES' / 'CALL000009.flac')}  NATIVES/CALL000009.flac\n")
+    assert sha256sum_check(copy) == 0
+    found = verify(copy)
+    assert not found.intact and found.problems() == [
+        *(f"load file: CALL000001: {path} is not in the package nor in its manifest" for path in gone),
+        "not in the load file: NATIVES/CALL000009.flac"]
 
 
 def test_the_original_is_the_upload_and_the_words_before_masking(day: Day, tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """``asr produce``: a production for e-discovery (``records/production.py``) of the calls a search matches or of
-chosen recordings, into a new folder; ``asr produce --verify DIR`` checks a package against its manifest.
+chosen recordings, into a new folder; ``asr produce --verify DIR`` checks a package against its manifest and its
+load file.
 
 The calls go through the page's door (``web/door.py``) as a Call Reader's and an Exporter's: every call, no
 team's scope (the command line is for operators with a shell on a worker, as ``cli/records.py`` says). The access
@@ -73,7 +74,8 @@ def print_production(production: Production) -> None:
 
 
 def cmd_verify(directory: Path, as_json: bool) -> int:
-    """Every hash of the package's manifest recomputed: 0 when all match and nothing else is there, else 1."""
+    """Every line of the package's manifest and every row of its load file checked: 0 when all hold and nothing
+    else is there, else 1."""
     from asr_tasks.records.production import verify
 
     found = verify(directory)
@@ -94,8 +96,9 @@ def add_commands(sub: Any) -> None:
     which.add_argument("--query", metavar="Q", action=Checked, check=check_query,
                        help="every call the search matches (all pages), with the filters below, as asr search")
     which.add_argument("--recordings", metavar="ID", nargs="+", help="these recording ids")
-    which.add_argument("--verify", metavar="DIR", help="check the package in DIR against its manifest (exit 1 "
-                                                       "naming each file missing, altered or added)")
+    which.add_argument("--verify", metavar="DIR", help="check the package in DIR as sha256sum -c checks its manifest, "
+                                                       "and its load file against both (exit 1 naming each file "
+                                                       "missing, altered, added or listed twice)")
     p.add_argument("--to", metavar="DIR", help="the folder the package goes into: new or empty")
     p.add_argument("--date-from", help="YYYY-MM-DD")
     p.add_argument("--date-to", help="YYYY-MM-DD")

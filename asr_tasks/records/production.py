@@ -12,7 +12,8 @@ why while the others go on. The package, in a new or empty folder:
     DATA/access_log.jsonl    every access-log row of the calls, the production's own "export" rows included
     MANIFEST.sha256          the SHA-256 of every other file, as ``sha256sum -c`` reads it
 
-``verify`` recomputes the manifest's hashes, so a file changed, removed or added since shows.
+``verify`` checks the package as ``sha256sum -c`` checks the manifest, line by line, and the load file against both,
+so a file changed, removed or added since shows, whatever lines were added to the manifest or taken from it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -108,22 +110,31 @@ class Production:
 
 @dataclass(frozen=True)
 class Verification:
-    """What ``verify`` found against the manifest: files it lists that are gone, files whose hash differs, files it
-    does not list, and lines that are not ``<sha256>  <path>``."""
+    """What ``verify`` found: files the manifest lists that are gone, files a line of it gives another hash, files
+    it lists twice with different hashes, files it does not list, the load file's rows that name a file neither
+    there nor listed or a native of another hash (``load_file``: each naming the row's Bates number), natives and
+    texts no row names, and lines that are not ``<sha256>  <path>``."""
 
     missing: list[str] = field(default_factory=list)
     altered: list[str] = field(default_factory=list)
+    listed_twice: list[str] = field(default_factory=list)
     unlisted: list[str] = field(default_factory=list)
+    load_file: list[str] = field(default_factory=list)
+    unloaded: list[str] = field(default_factory=list)
     malformed: list[str] = field(default_factory=list)
 
     @property
     def intact(self) -> bool:
-        return not (self.missing or self.altered or self.unlisted or self.malformed)
+        return not (self.missing or self.altered or self.listed_twice or self.unlisted or self.load_file
+                    or self.unloaded or self.malformed)
 
     def problems(self) -> list[str]:
         """One line per problem, naming the file."""
         return ([f"missing: {p}" for p in self.missing] + [f"altered: {p}" for p in self.altered]
+                + [f"listed twice with different hashes: {p}" for p in self.listed_twice]
                 + [f"not in the manifest: {p}" for p in self.unlisted]
+                + [f"load file: {p}" for p in self.load_file]
+                + [f"not in the load file: {p}" for p in self.unloaded]
                 + [f"not a manifest line: {line!r}" for line in self.malformed])
 
     def to_dict(self) -> dict[str, Any]:
@@ -273,20 +284,61 @@ def write_manifest(directory: Path) -> None:
 
 
 def verify(directory: Path) -> Verification:
-    """The package checked against its manifest: every hash recomputed, every file accounted for."""
+    """The package checked as ``sha256sum -c`` checks it (every line's file there, with that hash: a line appended
+    for a changed file leaves the first one failing) and more: every file listed, once, and every row of the load
+    file naming files that are there and listed, its native with the hash the row gives."""
     if not directory.is_dir():
         raise InputError(f"{directory}: no such folder")
     present = set(_files(directory))
     if not (directory / MANIFEST).is_file():
         return Verification(missing=[MANIFEST], unlisted=sorted(present))
-    listed: dict[str, str] = {}
+    lines: list[tuple[str, str]] = []
     malformed = []
     for line in (directory / MANIFEST).read_text(encoding="utf-8").splitlines():
         match = MANIFEST_LINE.fullmatch(line)
         if match is None:
             malformed.append(line)
         else:
-            listed[match["path"]] = match["sha256"].lower()
+            lines.append((match["path"], match["sha256"].lower()))
+    listed: dict[str, set[str]] = {}
+    for path, digest in lines:
+        listed.setdefault(path, set()).add(digest)
+    hash_of = cache(lambda path: sha256_of(directory / path))  # a file listed twice is read once
+    named, load_file = _check_load_file(directory, present, listed, hash_of)
+    unloaded = [] if named is None else [p for p in present - named if p.startswith((f"{NATIVES}/", f"{TEXT}/"))]
     return Verification(missing=sorted(p for p in listed if p not in present),
-                        altered=sorted(p for p, h in listed.items() if p in present and sha256_of(directory / p) != h),
-                        unlisted=sorted(present - set(listed)), malformed=malformed)
+                        altered=sorted({p for p, h in lines if p in present and hash_of(p) != h}),
+                        listed_twice=sorted(p for p, digests in listed.items() if len(digests) > 1),
+                        unlisted=sorted(present - set(listed)), load_file=load_file,
+                        unloaded=sorted(unloaded), malformed=malformed)
+
+
+def _check_load_file(directory: Path, present: set[str], listed: dict[str, set[str]],
+                     hash_of: Callable[[str], str]) -> tuple[set[str] | None, list[str]]:
+    """The files the load file's rows name (None: it cannot be read), and what is wrong with it: not there or not
+    readable as a review tool reads it, a row of other columns, a file a row names that is neither in the package
+    nor in the manifest (one in just one of them the manifest's own checks name), a native whose hash is not the
+    row's."""
+    if LOAD_FILE not in present:
+        return None, [] if LOAD_FILE in listed else [f"{LOAD_FILE} is not in the package nor in its manifest"]
+    try:
+        text = (directory / LOAD_FILE).read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return None, [f"{LOAD_FILE} is not UTF-8 text"]
+    lines = [[v.strip(QUOTE) for v in line.split(SEPARATOR)] for line in text.split("\r\n") if line]
+    if not lines or lines[0] != list(COLUMNS):
+        return None, [f"{LOAD_FILE} does not start with the columns {', '.join(COLUMNS)}"]
+    named: set[str] = set()
+    problems = []
+    for number, values in enumerate(lines[1:], start=2):
+        if len(values) != len(COLUMNS):
+            problems.append(f"line {number} has {len(values)} values, not {len(COLUMNS)}")
+            continue
+        row = dict(zip(COLUMNS, values))
+        files = [row[c].replace("\\", "/") for c in ("NATIVE_PATH", "TEXT_PATH", "JSON_PATH")]
+        named.update(files)
+        problems += [f"{row['BEGBATES']}: {path} is not in the package nor in its manifest"
+                     for path in files if path not in present and path not in listed]
+        if files[0] in present and hash_of(files[0]) != row["SHA256"].lower():
+            problems.append(f"{row['BEGBATES']}: {files[0]} is not the native whose SHA256 the row gives")
+    return named, problems
