@@ -1,7 +1,7 @@
 """A hold on an object key no recording has yet is placed only when asked for as such (a future hold), and says so.
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0010
+Revises: 0009
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0011"
-down_revision: str | None = "0010"
+revision: str = "0010"
+down_revision: str | None = "0009"
 branch_labels: str | None = None
 depends_on: str | None = None
 
