@@ -126,6 +126,11 @@ class StorageSettings(_Section):
     object_lock: bool = False
     object_lock_mode: Literal["governance", "compliance"] = "governance"
     anchor_retention_days: int = 3653
+    # the Ed25519 key that signs the anchors, kept outside the ledger's database (records/anchors.py): the
+    # default one is made on first use (mode 0600, its public key beside it as <file>.pub); in production a
+    # mounted secret only the nightly audit's account reads, and anchor_public_key_file a copy the verifier trusts
+    anchor_key_file: str = "var/keys/access-log-anchor.pem"
+    anchor_public_key_file: str | None = None  # none: anchor_key_file + ".pub"
     # the shape a sidecar's agent_id and customer_id must have to be kept (a whole match); a value of another
     # shape (a phone number, a card, a name) is not stored anywhere. The default: 1-64 letters, digits and
     # ._:- with at least one letter, or a number of at most 6 digits; a longer number (a phone, an account,

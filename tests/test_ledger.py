@@ -303,7 +303,7 @@ first_ledger = Table(
 )
 Index("recording_ledger_date_state", first_ledger.c.call_date, first_ledger.c.state)
 Index("recording_ledger_key", first_ledger.c.bucket, first_ledger.c.key)
-HEAD = "0009"
+HEAD = "0011"
 LATER = ("agent_id", "customer_id", "erased_by", "erased_at", "size", "audio_seconds")  # revisions 0002 and 0003
 
 

@@ -29,7 +29,7 @@ from asr_tasks.pipeline.results import preprocessed
 from asr_tasks.pipeline.sense import sense
 from asr_tasks.pipeline.transcribe import transcribe_shard
 from asr_tasks.records.access_log import AccessLog
-from asr_tasks.records.anchors import PREFIX, check_log, stored_anchors, write_anchor
+from asr_tasks.records.anchors import PREFIX, check_log, signing_key, stored_anchors, write_anchor
 from asr_tasks.records.erasure import Eraser, select_keys
 from asr_tasks.records.holds import Holds
 from asr_tasks.records.ledger import open_ledger
@@ -128,7 +128,8 @@ def test_held_and_retained_calls_are_kept_by_minio_and_an_unheld_call_is_still_e
         keys["held"]]
     assert objects_of(client, buckets, ids["held"], keys["held"]) == []  # the delete marker with the versions
 
-    anchor = write_anchor(access, store, buckets[1], record_locks(store, conf.storage))
+    key = signing_key(conf.storage)
+    anchor = write_anchor(access, store, buckets[1], record_locks(store, conf.storage), key)
     assert anchor is not None
     (stored,) = versions(client, buckets[1], PREFIX)
     assert client.get_object_retention(buckets[1], stored.object_name, stored.version_id).mode == "GOVERNANCE"
@@ -141,7 +142,7 @@ def test_held_and_retained_calls_are_kept_by_minio_and_an_unheld_call_is_still_e
     kept = stored_anchors(store, buckets[1])
     assert anchor.hash in {a.hash for a in kept.anchors}
     assert any("was deleted" in p for p in kept.problems) and any("written over" in p for p in kept.problems)
-    assert not check_log(access, kept, None, None).intact
+    assert not check_log(access, kept, None, None, key.public_key()).intact
 
 
 def test_a_release_leaves_minio_holding_what_another_hold_covers_and_a_new_upload_of_a_held_key_is_held(

@@ -29,7 +29,7 @@ from asr_tasks.intake.artefacts import Artefacts
 from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.models import Transcript
 from asr_tasks.records.access_log import AccessLog
-from asr_tasks.records.anchors import Anchor, write_anchor
+from asr_tasks.records.anchors import Anchor, signing_key, write_anchor
 from asr_tasks.records.ledger import open_ledger
 from asr_tasks.records.locking import record_locks
 from asr_tasks.records.teams import configured_teams
@@ -164,7 +164,8 @@ def run_audit(call_date: str, rules: RuleSet, index: TranscriptIndex, store: Obj
     write_day_calls(store, settings, call_date, day_calls(result, transcripts, scores, dismissed_ids))
     reports, search_url = DayReports(call_date), settings.web.search_url
     opened = opened_on(call_date, settings)
-    anchor = write_anchor(access, store, artefacts.bucket, record_locks(store, settings.storage))
+    anchor = write_anchor(access, store, artefacts.bucket, record_locks(store, settings.storage),
+                          signing_key(settings.storage))
     store.put_bytes(artefacts.bucket, reports.audit("html"), report_html(result, search_url, opened, anchor).encode())
     store.put_bytes(artefacts.bucket, reports.audit("csv"), report_csv(result, search_url).encode())
     store.put_bytes(artefacts.bucket, reports.audit("json"),

@@ -164,28 +164,42 @@ def cmd_access_log(args: argparse.Namespace) -> int:
 
 
 def _verify_access_log(access: Any, since: datetime | None, until: datetime | None, as_json: bool) -> int:
-    """The chain recomputed over the days (widened to the anchors around them) and the anchors checked: 0 when
-    both hold."""
+    """The chain recomputed over the days (widened to the signed anchors around them), gaps in its ids, and every
+    anchor found (the anchor objects and the QA reports' own) checked against its signature and the rows: 0 when
+    all hold; the rows after the last signed anchor are counted, not yet protected."""
     from asr_tasks.intake.stores import open_store
-    from asr_tasks.records.anchors import check_log, stored_anchors
+    from asr_tasks.records.anchors import AnchorKeyError, check_log, found_anchors, public_key_file, verifying_key
 
     settings = get_settings()
-    check = check_log(access, stored_anchors(open_store(settings.storage), settings.storage.artefacts_bucket),
-                      since, until)
+    try:
+        public = verifying_key(settings.storage)
+    except AnchorKeyError as exc:
+        print(f"asr: access-log: {exc}", file=sys.stderr)
+        return 2
+    check = check_log(access, found_anchors(open_store(settings.storage), settings.storage.artefacts_bucket),
+                      since, until, public)
     chain = check.chain
     if as_json:
         print_json(check.to_dict())
+        return 0 if check.intact else 1
+    span = f"rows {chain.first_id or 'from the first'} to {chain.last_id}" if chain.checked else "no rows"
+    if chain.broken is not None:
+        print(f"access log: row {chain.broken.id} ({chain.broken.at}) does not match: {chain.broken.why}; "
+              f"{chain.checked} rows before it checked")
     else:
-        span = f"rows {chain.first_id or 'from the first'} to {chain.last_id}" if chain.checked else "no rows"
-        if chain.broken is not None:
-            print(f"access log: row {chain.broken.id} ({chain.broken.at}) does not match: {chain.broken.why}; "
-                  f"{chain.checked} rows before it checked")
-        else:
-            print(f"access log: {chain.checked} rows checked ({span}), the chain holds"
-                  + (f"; last hash {chain.last_hash}" if chain.last_id is not None else ""))
-        print(f"anchors: {check.anchors} checked, {len(check.problems)} problems")
-        for problem in check.problems:
-            print(f"anchor: {problem}")
+        print(f"access log: {chain.checked} rows checked ({span}), the chain holds"
+              + (f"; last hash {chain.last_hash}" if chain.last_id is not None else ""))
+    for gap in chain.gaps:
+        print(f"access log: {gap.describe()}")
+    print(f"anchors: {check.anchors} checked, {check.signed} signed by the key of {public_key_file(settings.storage)}"
+          f", {len(check.problems)} problems")
+    for note in check.unsigned:
+        print(f"anchor: {note}")
+    for problem in check.problems:
+        print(f"anchor: {problem}")
+    after = f"row {check.last_signed}" if check.last_signed is not None else "none yet"
+    print(f"not yet protected: {check.unprotected} rows after the last signed anchor ({after}): rows cut off or "
+          f"rewritten there would not show until the next anchor")
     return 0 if check.intact else 1
 
 
@@ -255,8 +269,10 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--recording", help="a recording id")
     p.add_argument("--action", action="append", choices=ACTIONS, help="repeatable")
     p.add_argument("--verify", action="store_true",
-                   help="recompute the hash chain (of the days chosen) and check the stored anchors; names the first "
-                        "row that does not match (exit 1)")
+                   help="recompute the hash chain (of the days chosen), flag gaps in its ids, and check every anchor "
+                        "(the anchor objects and the QA reports') against the anchor public key and the rows; names "
+                        "the first row or the anchor that does not match (exit 1) and counts the rows no signed "
+                        "anchor protects yet")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_access_log)
 

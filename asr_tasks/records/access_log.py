@@ -5,21 +5,33 @@ this module has no path that updates or deletes one, and the database refuses
 both (triggers; on PostgreSQL the pipeline's role also lacks the privileges).
 Each row is chained to the one before it by its hash (``chain.py``), so what a
 database owner changes behind the triggers' back shows in ``verify``.
+
+What a person typed (``query``, ``filters``) is masked by the PII policy and then
+sealed: encrypted (AES-GCM) under a key of the row's own, kept in
+``access_log_seal`` beside the log, and linked to the recordings the row concerns
+(``access_log_subject``: its own, a search's hits). The chain hashes the sealed
+text as stored, so an erasure that destroys the key (``forget``) makes the words
+unreadable and leaves every hash as it was. Rows logged before sealing keep their
+masked text readable.
 """
 
 from __future__ import annotations
 
+import base64
 import json
-from dataclasses import asdict, dataclass
+import os
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Iterable
 
-from sqlalchemy import insert, select, update
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from sqlalchemy import delete, func, insert, select, update
 
 from asr_tasks.config import Settings
-from asr_tasks.records.ledger import Ledger, as_utc, open_ledger
-from asr_tasks.records.chain import GENESIS, Break, first_break, row_hash
-from asr_tasks.records.tables import access_log, access_log_head
+from asr_tasks.records.ledger import Ledger, as_utc, batches, open_ledger
+from asr_tasks.records.chain import GENESIS, Break, Gap, first_break, row_hash
+from asr_tasks.records.tables import access_log, access_log_head, access_log_seal, access_log_subject
 from asr_tasks.text.masking import configured_policy
 from asr_tasks.text.pii import mask_text
 from asr_tasks.text.pii_policy import Policy
@@ -27,6 +39,10 @@ from asr_tasks.text.pii_policy import Policy
 # "list": a page of many recordings or rows (a day's keys, the holds, the access log itself)
 NOTHING = 1 << 62  # an id past any row: a range with no row in it
 ACTIONS = ("search", "play", "export", "erase", "hold", "release", "read", "list", "review", "score")
+SEALED = "sealed:v1:"  # what sealed text starts with: base64 of the nonce and AES-GCM's output follow
+ERASED = "(sealed: the call was erased)"  # what a row shows of its typed text once its key is destroyed
+UNOPENED = "(sealed: the key kept does not open it)"  # a key or text changed behind the log's back
+NONCE_BYTES = 12
 
 
 def _masked(value: Any, policy: Policy) -> Any:
@@ -42,6 +58,34 @@ def _storable(text: str | None) -> str | None:
     """Text as the database stores and the chain hashes it: what UTF-8 cannot hold (a lone surrogate from a
     mangled command line) as U+FFFD."""
     return None if text is None else text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _seal(text: str | None, key: bytes, column: str) -> str | None:
+    """Text encrypted under the row's key, bound to its column (a query's bytes never open as filters)."""
+    if text is None:
+        return None
+    nonce = os.urandom(NONCE_BYTES)
+    return SEALED + base64.b64encode(nonce + AESGCM(key).encrypt(nonce, text.encode(), column.encode())).decode()
+
+
+def _unseal(text: str, key: bytes, column: str) -> str:
+    data = base64.b64decode(text[len(SEALED):])
+    return AESGCM(key).decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], column.encode()).decode()
+
+
+def _opened(query: str | None, filters: str | None, key: bytes | None) -> tuple[str | None, dict[str, Any] | None]:
+    """A row's typed text as it can be read: sealed text opened where its key is kept, the ``ERASED`` marker
+    where it is not; a row from before sealing as it was stored."""
+    if not any(text is not None and text.startswith(SEALED) for text in (query, filters)):
+        return query, json.loads(filters) if filters else None
+    if key is None:
+        return ERASED, None
+    try:
+        query = None if query is None else _unseal(query, key, "query")
+        filters = None if filters is None else _unseal(filters, key, "filters")
+    except (InvalidTag, ValueError):
+        return UNOPENED, None
+    return query, json.loads(filters) if filters else None
 
 
 @dataclass(frozen=True)
@@ -66,35 +110,41 @@ class AccessEntry:
 @dataclass(frozen=True)
 class ChainCheck:
     """What ``verify`` found: the rows checked (from ``first_id``; None: the first), the last row's id and hash,
-    and the first break, if any."""
+    the first break, if any, and the gaps in the ids before it (rows removed and the chain computed anew)."""
 
     first_id: int | None
     checked: int
     last_id: int | None
     last_hash: str
     broken: Break | None
+    gaps: list[Gap] = field(default_factory=list)
 
     @property
     def intact(self) -> bool:
-        return self.broken is None
+        return self.broken is None and not self.gaps
 
     def to_dict(self) -> dict[str, Any]:
         return {"first_id": self.first_id, "checked": self.checked, "last_id": self.last_id, "last_hash": self.last_hash,
-                "intact": self.intact, "broken": self.broken.to_dict() if self.broken else None}
+                "intact": self.intact, "broken": self.broken.to_dict() if self.broken else None,
+                "gaps": [gap.to_dict() for gap in self.gaps]}
 
 
 class AccessLog:
     """The access log of one ledger database; with a PII policy, what people typed is kept masked (a card number
     in the search box or a filter is personal data too). What people type goes in ``query`` and ``filters``
     only: ``detail`` is what the app says of the request (bytes sent, a page's number), never masked, so that
-    a byte range is never taken for a card number."""
+    a byte range is never taken for a card number. What people type is also sealed (see the module)."""
 
     def __init__(self, ledger: Ledger, policy: Policy | None = None) -> None:
         self.engine = ledger.engine
         self.policy = policy
 
     def append(self, user: str, action: str, *, recording_id: str | None = None, query: str | None = None,
-               filters: dict[str, Any] | None = None, hits: int | None = None, detail: str | None = None) -> None:
+               filters: dict[str, Any] | None = None, hits: int | None = None, detail: str | None = None,
+               subjects: Iterable[str] = ()) -> None:
+        """Log one access. A row with typed text has it sealed under a new key and is linked to the recordings
+        it concerns: ``recording_id`` and ``subjects`` (a search's hits), so that erasing any of them destroys
+        the key. Ids are given in turn from 1, under the head row's lock: a gap is a row removed."""
         if action not in ACTIONS:
             raise ValueError(f"unknown access action {action!r} (actions: {', '.join(ACTIONS)})")
         kept = {k: v for k, v in (filters or {}).items() if v is not False and v not in (None, "", ())}  # set ones
@@ -104,17 +154,47 @@ class AccessLog:
         query, detail = _storable(query), _storable(detail)
         hits = None if hits is None else int(hits)
         filters_text = _storable(json.dumps(kept, ensure_ascii=False, sort_keys=True)) if kept else None
+        key = AESGCM.generate_key(bit_length=256) if query is not None or filters_text is not None else None
+        if key is not None:
+            query, filters_text = _seal(query, key, "query"), _seal(filters_text, key, "filters")
+        links = sorted({r for r in (*subjects, recording_id) if r}) if key is not None else []
         with self.engine.begin() as db:
             # the head row first: it locks out other appenders until this row is in, chained to the last one
             db.execute(update(access_log_head).where(access_log_head.c.id == 1)
                        .values(appended=access_log_head.c.appended + 1))
-            prev = db.execute(select(access_log.c.row_hash).order_by(access_log.c.id.desc()).limit(1)).scalar()
-            prev = prev or GENESIS
+            last = db.execute(select(access_log.c.id, access_log.c.row_hash)
+                              .order_by(access_log.c.id.desc()).limit(1)).first()
+            prev, row_id = (last.row_hash, last.id + 1) if last is not None else (GENESIS, 1)
             at = datetime.now(timezone.utc)
             db.execute(insert(access_log).values(
-                at=at, user=user, action=action, recording_id=recording_id, query=query, filters=filters_text,
-                hits=hits, detail=detail, prev_hash=prev,
+                id=row_id, at=at, user=user, action=action, recording_id=recording_id, query=query,
+                filters=filters_text, hits=hits, detail=detail, prev_hash=prev,
                 row_hash=row_hash(prev, at, user, action, recording_id, query, filters_text, hits, detail)))
+            if key is not None:
+                db.execute(insert(access_log_seal).values(row_id=row_id, key=key))
+            if links:
+                db.execute(insert(access_log_subject), [{"row_id": row_id, "recording_id": r} for r in links])
+
+    def forget(self, recording_ids: Iterable[str]) -> int:
+        """Destroy the keys of every row that concerns these recordings (its own recording, or a link to them) and
+        the links: their typed text can no longer be read, their hashes and the chain stay as they were. Returns
+        the keys destroyed. SQLite overwrites the freed bytes and empties its write-ahead log."""
+        ids = sorted(set(recording_ids))
+        rows: set[int] = set()
+        destroyed = 0
+        with self.engine.begin() as db:
+            for batch in batches(ids):
+                rows.update(db.execute(select(access_log.c.id).where(access_log.c.recording_id.in_(batch))).scalars())
+                rows.update(db.execute(select(access_log_subject.c.row_id)
+                                       .where(access_log_subject.c.recording_id.in_(batch))).scalars())
+            for row_batch in batches(sorted(rows)):
+                destroyed += db.execute(delete(access_log_seal).where(access_log_seal.c.row_id.in_(row_batch))).rowcount
+            for batch in batches(ids):
+                db.execute(delete(access_log_subject).where(access_log_subject.c.recording_id.in_(batch)))
+        if self.engine.dialect.name == "sqlite":
+            with self.engine.connect() as db:
+                db.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+        return destroyed
 
     def span(self, since: datetime | None, until: datetime | None) -> tuple[int | None, int | None]:
         """The ids of the first row logged from ``since`` and of the last before ``until`` (None: unbounded, or
@@ -149,9 +229,17 @@ class AccessLog:
             if last is not None:
                 rows = rows.where(t.c.id <= last)
             stream = db.execution_options(yield_per=5000).execute(rows)
-            broken, checked, last_id, last_hash = first_break(
-                stream, before.row_hash if before is not None else GENESIS, before.id if before is not None else None)
-        return ChainCheck(first, checked, last_id, last_hash, broken)
+            walk = first_break(stream, before.row_hash if before is not None else GENESIS,
+                               before.id if before is not None else None)
+        return ChainCheck(first, walk.checked, walk.last_id, walk.last_hash, walk.broken, walk.gaps)
+
+    def count_after(self, row_id: int | None) -> int:
+        """The rows after ``row_id`` (None: every row): what no anchor protects yet, when it is the last one's."""
+        with self.engine.connect() as db:
+            query = select(func.count()).select_from(access_log)
+            if row_id is not None:
+                query = query.where(access_log.c.id > row_id)
+            return int(db.execute(query).scalar() or 0)
 
     def last(self) -> AccessEntry | None:
         """The newest row: what an anchor keeps of the log as it stands."""
@@ -167,7 +255,8 @@ class AccessLog:
         """Entries in the order they happened (or newest first), filtered; ``limit`` after ``skip`` of them."""
         t = access_log
         order = (t.c.at.desc(), t.c.id.desc()) if newest_first else (t.c.at, t.c.id)
-        query = select(t).order_by(*order)
+        seal = access_log_seal
+        query = select(t, seal.c.key.label("seal_key")).outerjoin(seal, seal.c.row_id == t.c.id).order_by(*order)
         if since is not None:
             query = query.where(t.c.at >= since)
         if until is not None:
@@ -185,10 +274,9 @@ class AccessLog:
         with self.engine.connect() as db:
             rows = db.execute(query).all()
         return [AccessEntry(at=as_utc(r.at).isoformat(timespec="seconds"), user=r.user, action=r.action,
-                            recording_id=r.recording_id, query=r.query,
-                            filters=json.loads(r.filters) if r.filters else None, hits=r.hits, detail=r.detail,
+                            recording_id=r.recording_id, query=query, filters=filters, hits=r.hits, detail=r.detail,
                             id=r.id, row_hash=r.row_hash)
-                for r in rows]
+                for r in rows for query, filters in [_opened(r.query, r.filters, r.seal_key)]]
 
 
 def open_access_log(settings: Settings) -> AccessLog:

@@ -5,9 +5,14 @@ The triggers stop the pipeline's own role; they do not stop a database owner, wh
 can drop them. A row's hash covers what it says (when, who, what, to which call,
 with which query and filters, what came of it) and the previous row's hash: an
 edited row no longer matches its own hash, a removed one breaks the link of the
-row after it. What the chain cannot show alone, the last rows cut off, the
-anchors show: the hash of the last row at a moment, kept outside the database
-(the nightly QA report and a locked object, ``anchors.py``).
+row after it. Ids are given in turn from 1, so a row removed and the chain
+computed anew after it still leaves a gap. What the chain cannot show alone,
+the last rows cut off or every hash rewritten, the signed anchors show: the hash
+of the last row at a moment, kept outside the database (the nightly QA report
+and an object of its own, ``anchors.py``).
+
+A row's typed text (``query``, ``filters``) is hashed as stored: sealed
+(``access_log.py``), so that destroying its key leaves the chain as it was.
 """
 
 from __future__ import annotations
@@ -54,19 +59,55 @@ class Break:
         return asdict(self)
 
 
-def first_break(rows: Any, prev: str, prev_id: int | None) -> tuple[Break | None, int, int | None, str]:
-    """Walk rows in id order from the hash of the row before them; returns the first break (or None), the rows
-    checked, and the last row's id and hash."""
-    checked = 0
+@dataclass(frozen=True)
+class Gap:
+    """Ids missing between two rows (or before the first): rows removed, whatever the chain says after them."""
+
+    after: int | None  # the row before the gap; None: the start of the log
+    next: int  # the first row after it
+    at: str  # that row's time as stored
+
+    @property
+    def missing(self) -> tuple[int, int]:
+        return (self.after or 0) + 1, self.next - 1
+
+    def describe(self) -> str:
+        low, high = self.missing
+        rows = f"row {low} is" if low == high else f"rows {low} to {high} are"
+        before = f"row {self.after}" if self.after is not None else "the start of the log"
+        return f"{rows} missing between {before} and row {self.next} ({self.at}): removed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "missing": list(self.missing)}
+
+
+@dataclass
+class Walk:
+    """What a walk over rows found: the first break (or None), the rows checked, the last row's id and hash,
+    and the gaps in the ids up to the break."""
+
+    broken: Break | None
+    checked: int
+    last_id: int | None
+    last_hash: str
+    gaps: list[Gap]
+
+
+def first_break(rows: Any, prev: str, prev_id: int | None) -> Walk:
+    """Walk rows in id order from the hash and id of the row before them (the start of the log: GENESIS and
+    None, the first id being 1); stops at the first break."""
+    walk = Walk(None, 0, prev_id, prev, [])
     for row in rows:
+        if row.id != (prev_id or 0) + 1:
+            walk.gaps.append(Gap(prev_id, row.id, _utc_text(row.at)))
         if row.prev_hash != prev:
             before = f"row {prev_id}" if prev_id is not None else "the start of the log"
-            return (Break(row.id, _utc_text(row.at), f"not chained to {before}: a row between them was removed or "
-                                                       f"{before} was altered and its hash rewritten"),
-                    checked, prev_id, prev)
+            walk.broken = Break(row.id, _utc_text(row.at), f"not chained to {before}: a row between them was "
+                                                           f"removed or {before} was altered and its hash rewritten")
+            return walk
         if hash_of(row, prev) != row.row_hash:
-            return Break(row.id, _utc_text(row.at), "its content does not match its hash: the row was altered"), \
-                checked, prev_id, prev
+            walk.broken = Break(row.id, _utc_text(row.at), "its content does not match its hash: the row was altered")
+            return walk
         prev, prev_id = row.row_hash, row.id
-        checked += 1
-    return None, checked, prev_id, prev
+        walk.checked, walk.last_id, walk.last_hash = walk.checked + 1, prev_id, prev
+    return walk

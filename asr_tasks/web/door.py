@@ -18,7 +18,7 @@ with a call's content and no row.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any
@@ -97,10 +97,12 @@ class Door:
         return self.scope is None or agent_id in self.scope
 
     def log(self, action: str, *, recording_id: str | None = None, query: str | None = None,
-            filters: dict[str, Any] | None = None, hits: int | None = None, detail: str | None = None) -> None:
-        """The request's row in the access log, written before its answer goes out."""
+            filters: dict[str, Any] | None = None, hits: int | None = None, detail: str | None = None,
+            subjects: Iterable[str] = ()) -> None:
+        """The request's row in the access log, written before its answer goes out; ``subjects``: the recordings
+        a search returned, whose erasure seals what was typed."""
         self.access.append(self.user, action, recording_id=recording_id, query=query, filters=filters, hits=hits,
-                           detail=detail)
+                           detail=detail, subjects=subjects)
 
     def erased(self, recording_id: str) -> HTTPException | None:
         """410 for a recording whose erasure has begun; None for a Team Lead, to whom an erased call is unknown as
