@@ -174,6 +174,9 @@ class LedgerSettings(_Section):
     """The ledger: one row per recording version and its state."""
 
     ledger_url: str = "sqlite:///var/ledger.sqlite"
+    # the key that signs an erasure's confirmation token, made (0600) on first use; empty: erasure.key beside a
+    # SQLite ledger, var/erasure.key otherwise. The page and ``asr`` on other machines: one file for both
+    erasure_key_file: str = ""
 
 
 @dataclass(frozen=True, config=_STRICT)

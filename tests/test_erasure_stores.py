@@ -35,7 +35,7 @@ from asr_tasks.pipeline.sense import sense
 from asr_tasks.pipeline.results import preprocessed
 from asr_tasks.pipeline.transcribe import transcribe_shard
 from asr_tasks.records.access_log import AccessLog
-from asr_tasks.records.erasure import Eraser, select_keys
+from asr_tasks.records.erasure import Eraser, ErasureSelection, select_keys
 from asr_tasks.records.holds import Holds
 from asr_tasks.records.ledger import open_ledger
 
@@ -139,8 +139,8 @@ def erase_and_search(conf: Settings, store: Any, index: Any, s3_server: S3Server
     assert customer in ledger_rows(ledger_url)["recording_ledger"] and WORDS in ledger_rows(ledger_url)["finding_review"]
     assert WORDS in ledger_rows(ledger_url)["score_override"]
 
-    result = Eraser(conf, ledger, store, index, access).erase(select_keys(ledger, customer=customer),
-                                                              "customer-request", "officer")
+    chosen = select_keys(ledger, ErasureSelection(customer=customer, reason="customer-request"))
+    result = Eraser(conf, ledger, store, index, access).erase(chosen, "customer-request", "officer")
     assert result.erased == [key]
 
     everything = json.dumps(es_json(es_cluster, "/asr*/_search?size=10000&expand_wildcards=all"))  # all it may read

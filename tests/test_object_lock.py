@@ -30,7 +30,7 @@ from asr_tasks.pipeline.sense import sense
 from asr_tasks.pipeline.transcribe import transcribe_shard
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.anchors import PREFIX, check_log, signing_key, stored_anchors, write_anchor
-from asr_tasks.records.erasure import Eraser, select_keys
+from asr_tasks.records.erasure import Eraser, ErasureSelection, select_keys
 from asr_tasks.records.holds import Holds
 from asr_tasks.records.ledger import open_ledger
 from asr_tasks.records.locking import record_locks, retain_until
@@ -115,8 +115,10 @@ def test_held_and_retained_calls_are_kept_by_minio_and_an_unheld_call_is_still_e
         client.remove_object(buckets[0], keys["free"], version_id=free_source.version_id)
 
     eraser = Eraser(conf, ledger, store, index, access)
-    assert eraser.erase(select_keys(ledger, customer=f"CU-held-{run}"), "customer-request", "officer").held
-    assert eraser.erase(select_keys(ledger, customer=f"CU-free-{run}"), "customer-request", "officer").erased == [
+    held = ErasureSelection(customer=f"CU-held-{run}", reason="customer-request")
+    assert eraser.erase(select_keys(ledger, held), "customer-request", "officer").held
+    free = ErasureSelection(customer=f"CU-free-{run}", reason="customer-request")
+    assert eraser.erase(select_keys(ledger, free), "customer-request", "officer").erased == [
         keys["free"]]
     assert objects_of(client, buckets, ids["free"], keys["free"]) == []  # every version, under its retention
 
@@ -124,7 +126,7 @@ def test_held_and_retained_calls_are_kept_by_minio_and_an_unheld_call_is_still_e
     for bucket, obj in objects_of(client, buckets, ids["held"], keys["held"]):
         if not obj.is_delete_marker:
             assert not client.is_object_legal_hold_enabled(bucket, obj.object_name, obj.version_id)
-    assert eraser.erase(select_keys(ledger, customer=f"CU-held-{run}"), "customer-request", "officer").erased == [
+    assert eraser.erase(select_keys(ledger, held), "customer-request", "officer").erased == [
         keys["held"]]
     assert objects_of(client, buckets, ids["held"], keys["held"]) == []  # the delete marker with the versions
 
@@ -227,7 +229,8 @@ def test_in_compliance_mode_not_even_the_products_erasure_ends_a_retention(setti
     (row,) = ledger.versions([rec.recording_id])
     assert locks.seal(row, held=False) == 1
     result = Eraser(conf, ledger, store, open_index(conf.index), AccessLog(ledger)).erase(
-        select_keys(ledger, customer="CU-9"), "customer-request", "officer")
+        select_keys(ledger, ErasureSelection(customer="CU-9", reason="customer-request")), "customer-request",
+        "officer")
     assert result.erased == [] and "compliance retention until" in result.held[0][1]
     assert store.exists(bucket, key)
     assert ledger.state(rec.recording_id) == "sensed"  # not tombstoned: nothing was begun

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from datetime import date, datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 from fastapi import HTTPException
@@ -27,7 +27,7 @@ from asr_tasks.intake.days import sidecar_key
 from asr_tasks.intake.stores import LocalStore, put_json
 from asr_tasks.models import Recording, Segment, Transcript, recording_id_for
 from asr_tasks.records.access_log import AccessLog
-from asr_tasks.records.erasure import Eraser, select_keys
+from asr_tasks.records.erasure import Eraser, ErasureSelection, select_keys
 from asr_tasks.records.holds import HoldError, Holds
 from asr_tasks.records.ledger import Ledger, open_ledger
 from asr_tasks.records.permissions import OPERATOR_ROLE, PERMISSIONS, RESOURCE, fab_custom_roles
@@ -45,6 +45,11 @@ def recording(name: str, customer: str = "CU-1", agent: str = "AG-1", day: str =
     key = f"calls/{day.replace('-', '/')}/{name}"
     return Recording(recording_id_for("recordings", key, JFK_ETAG), "recordings", key, JFK_ETAG, 10,
                      name.split(".")[0], day, agent_id=agent, customer_id=customer)
+
+
+def chosen(ledger: Ledger, **which: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The keys an erasure of ``which`` takes (``select_keys`` with the selection as ``asr erase`` makes it)."""
+    return select_keys(ledger, ErasureSelection(reason="customer-request", **which))  # type: ignore[arg-type]
 
 
 def test_the_access_log_cannot_be_changed_on_sqlite(tmp_path: Path) -> None:
@@ -96,7 +101,7 @@ def test_on_postgresql_the_pipeline_role_may_only_insert_and_select(postgres_ser
 def test_holds_cover_keys_agents_customers_and_days(tmp_path: Path) -> None:
     ledger = Ledger(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
     holds = Holds(ledger, AccessLog(ledger))
-    by_key = holds.place("key", "litigation 17", "officer", value="calls/2026/11/27/a.wav")
+    by_key = holds.place("key", "litigation 17", "officer", value="calls/2026/11/27/a.wav", future=True)  # no call yet
     holds.place("customer", "complaint 9", "officer", value="CU-7")
     days = holds.place("dates", "regulator's review", "officer", date_from="2026-11-01", date_to="2026-11-15")
     row = {"key": "calls/2026/11/20/b.wav", "agent_id": "AG-1", "customer_id": "CU-1", "call_date": "2026-11-20"}
@@ -111,7 +116,7 @@ def test_holds_cover_keys_agents_customers_and_days(tmp_path: Path) -> None:
         holds.release(by_key.id, "again", "officer")
     with pytest.raises(HoldError, match="needs a reason"):
         holds.place("agent", " ", "officer", value="AG-1")
-    with pytest.raises(HoldError, match="after --to"):
+    with pytest.raises(HoldError, match="after date_to"):
         holds.place("dates", "x", "officer", date_from="2026-12-02", date_to="2026-12-01")
     assert [e.action for e in AccessLog(ledger).entries()] == ["hold", "hold", "hold", "release"]
 
@@ -153,7 +158,7 @@ def test_erasing_a_customer_leaves_a_tombstone_and_nothing_of_the_calls(
     access = AccessLog(ledger)
     eraser = Eraser(settings, ledger, store, index, access)
     Holds(ledger, access).place("key", "litigation 17", "officer", value=recs[2].key)
-    result = eraser.erase(select_keys(ledger, customer="CU-2"), "customer-request", "officer")
+    result = eraser.erase(chosen(ledger, customer="CU-2"), "customer-request", "officer")
     assert result.erased == [recs[1].key] and [k for k, _ in result.held] == [recs[2].key]
     assert "legal hold 1 on key" in result.held[0][1]
     bucket = settings.storage.artefacts_bucket
@@ -176,10 +181,10 @@ def test_erasing_a_customer_leaves_a_tombstone_and_nothing_of_the_calls(
     ledger_bytes = b"".join(p.read_bytes() for p in tmp_path.glob("ledger.sqlite*"))  # free pages and WAL too
     assert recs[1].key.encode() not in ledger_bytes and recs[2].key.encode() in ledger_bytes
     with pytest.raises(ValueError, match="customer-request"):
-        eraser.erase(select_keys(ledger, key=recs[0].key), "the customer asked (ticket 4411)", "officer")
+        eraser.erase(chosen(ledger, key=recs[0].key), "the customer asked (ticket 4411)", "officer")
 
     # Idempotent: the same erasure again finds nothing left to erase; sensing the key again does not bring it back.
-    assert select_keys(ledger, customer="CU-2").keys() == {("recordings", recs[2].key)}
+    assert chosen(ledger, customer="CU-2").keys() == {("recordings", recs[2].key)}
     assert ledger.sensed([recs[1]], "m", "2") == {recs[1].recording_id}  # the stages leave it alone
     assert ledger.state(recs[1].recording_id) == RecordingState.ERASED
 
@@ -227,7 +232,7 @@ def test_a_held_key_with_a_new_version_waiting_is_neither_erased_nor_expired(
     assert Holds(ledger, access).sense([again], "m", "2") == {again.recording_id}
     assert ledger.state(again.recording_id) == RecordingState.HELD
     eraser = Eraser(settings, ledger, store, index, access)
-    result = eraser.erase(select_keys(ledger, key=recs[0].key), "customer-request", "officer")
+    result = eraser.erase(chosen(ledger, key=recs[0].key), "customer-request", "officer")
     assert result.erased == [] and "complaint 9" in result.held[0][1]
     run = run_retention(settings.override(retention_days={"recordings/calls/": 3}), date(2026, 12, 31), ledger, store,
                         index, access)
@@ -236,7 +241,7 @@ def test_a_held_key_with_a_new_version_waiting_is_neither_erased_nor_expired(
     assert store.exists(settings.storage.artefacts_bucket, RecordingVersion.of(recs[0]).gated("m"))
 
     Holds(ledger, access).release(hold.id, "settled", "officer")
-    assert eraser.erase(select_keys(ledger, key=recs[0].key), "customer-request", "officer").erased == [recs[0].key]
+    assert eraser.erase(chosen(ledger, key=recs[0].key), "customer-request", "officer").erased == [recs[0].key]
     assert {ledger.state(recs[0].recording_id), ledger.state(again.recording_id)} == {RecordingState.ERASED}
     assert index.recording(recs[0].recording_id) is None
 
@@ -274,10 +279,15 @@ def test_every_route_asks_for_its_own_permission(settings: Settings,
     assert placed.status_code == 201 and placed.json()["held_by"] == "viewer"
     assert officer.post("/api/holds", content=json.dumps(hold), headers={"Content-Type": "text/plain"}
                         ).status_code == 422  # a cross-site form cannot place one
-    erased = officer.post("/api/erase", json={"customer": "CU-1", "reason": "customer-request"}).json()
+    ask = {"customer": "CU-1", "reason": "customer-request"}
+    plan = officer.post("/api/erase", json=ask).json()
+    assert (plan["keys"], plan["held"]) == (1, 1) and "complaint 12" in plan["first_held"][0]["hold"]
+    erased = officer.post("/api/erase", json={**ask, "confirm": plan["token"]}).json()
     assert erased["erased"] == [] and "complaint 12" in erased["held"][0]["hold"]
     assert officer.post(f"/api/holds/{placed.json()['id']}/release", json={"why": "settled"}).status_code == 200
-    assert officer.post("/api/erase", json={"customer": "CU-1", "reason": "customer-request"}).json()["erased"] == [recs[0].key]
+    plan = officer.post("/api/erase", json={**ask, "dry_run": True}).json()
+    assert (plan["keys"], plan["held"]) == (1, 0)
+    assert officer.post("/api/erase", json={**ask, "confirm": plan["token"]}).json()["erased"] == [recs[0].key]
     assert reader.get(f"/audio/{rid}").status_code == 410
     entries = AccessLog(open_ledger(settings.ledger)).entries()
     assert {(e.user, e.action) for e in entries} == {("viewer", "search"), ("viewer", "play"), ("viewer", "hold"),
@@ -346,9 +356,9 @@ def test_an_erasure_cut_short_before_the_reports_is_finished_by_the_next_one(
     with monkeypatch.context() as patch:
         patch.setattr(eraser, "_rewrite_reports", crash)
         with pytest.raises(KeyboardInterrupt):
-            eraser.erase(select_keys(ledger, key=recs[0].key), "customer-request", "officer")
+            eraser.erase(chosen(ledger, key=recs[0].key), "customer-request", "officer")
     assert ledger.state(recs[0].recording_id) == "erasing"
-    result = eraser.erase(select_keys(ledger, key=recs[2].key), "mistaken-upload", "officer")
+    result = eraser.erase(chosen(ledger, key=recs[2].key), "mistaken-upload", "officer")
     assert (result.erased, result.finished) == ([recs[2].key], [recs[0].key])
     assert ledger.state(recs[0].recording_id) == RecordingState.ERASED
     tomb = next(r for r in ledger.rows() if r["recording_id"] == recs[0].recording_id)

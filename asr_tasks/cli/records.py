@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import shlex
 import sys
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
@@ -17,7 +18,16 @@ from typing import Any
 from asr_tasks.cli.console import print_json
 from asr_tasks.cli.options import Checked
 from asr_tasks.config import get_settings
-from asr_tasks.inputs import calendar_day, day_range
+from asr_tasks.inputs import (
+    InputError,
+    calendar_day,
+    confirmation_token,
+    day_range,
+    object_key,
+    party_id,
+    recording_id,
+    refusal,
+)
 from asr_tasks.records.access_log import ACTIONS
 from asr_tasks.records.reasons import REASONS
 
@@ -46,18 +56,51 @@ def _holds() -> Any:
     return Holds(ledger, AccessLog(ledger), record_locks(open_store(settings.storage), settings.storage))
 
 
-def cmd_erase(args: argparse.Namespace) -> int:
-    """Erase what was chosen; a key under a legal hold is left and its hold named (exit status 1)."""
-    from asr_tasks.records.erasure import Eraser, select_keys
+ERASE_OPTIONS = {"key": "--key", "recording_id": "--recording", "customer": "--customer", "agent": "--agent",
+                 "before": "--before", "reason": "--reason"}
+HOLD_OPTIONS = {"date_from": "--from", "date_to": "--to", "why": "--why", "future": "--future"}
 
-    settings, ledger, store, index, access = _parts()
-    keys = select_keys(ledger, key=args.key, recording_id=args.recording, customer=args.customer,
-                       before=args.before)
-    if not keys:
-        print("asr: erase: nothing to erase (no recording of that key, id, customer or date is left)",
-              file=sys.stderr)
+
+def cmd_erase(args: argparse.Namespace) -> int:
+    """Without --confirm: what would be erased and the command that erases exactly that (nothing erased). With
+    it: the erasure, refused (exit 1, nothing erased) where the selection no longer takes what the token was for;
+    a key under a legal hold is left and its hold named (exit status 1)."""
+    from pydantic import ValidationError
+
+    from asr_tasks.records.erasure import SHOWN, Eraser, ErasureSelection, PlanChanged
+
+    try:
+        selection = ErasureSelection(key=args.key, recording_id=args.recording, customer=args.customer,
+                                     agent=args.agent, before=args.before, reason=args.reason)
+    except ValidationError as exc:
+        raise refusal(exc, ERASE_OPTIONS) from None
+    eraser = Eraser(*_parts())
+    user = getpass.getuser()
+    if args.confirm is None:
+        plan = eraser.plan(selection, user)
+        if args.json:
+            print_json(plan.to_dict())
+        elif plan.keys:
+            print(f"would erase {len(plan.keys) - len(plan.held)} keys ({plan.versions} versions chosen) of "
+                  f"{len(plan.days)} days; {len(plan.held)} held keys left as they are")
+            for key in plan.keys[:SHOWN]:
+                print(f"  {key}")
+            if len(plan.keys) > SHOWN:
+                print(f"  ... and {len(plan.keys) - SHOWN} more")
+            for key, hold in plan.held[:SHOWN]:
+                print(f"held     {key}: {hold}")
+            name, value = selection.chosen
+            command = ["asr", "erase", ERASE_OPTIONS[name], value, "--reason", selection.reason, "--confirm", plan.token]
+            print(f"nothing is erased yet; to erase exactly these:\n  {shlex.join(command)}")
+        if not plan.keys:
+            print("asr: erase: nothing to erase (no recording of that key, id, customer, agent or date is left)",
+                  file=sys.stderr)
+        return 0 if plan.keys else 1
+    try:
+        result = eraser.confirmed(selection, user, args.confirm)
+    except PlanChanged as exc:
+        print(f"asr: erase: {exc}", file=sys.stderr)
         return 1
-    result = Eraser(settings, ledger, store, index, access).erase(keys, args.reason, getpass.getuser())
     if args.json:
         print_json(result.to_dict())
     else:
@@ -69,11 +112,15 @@ def cmd_erase(args: argparse.Namespace) -> int:
 
 
 def cmd_hold(args: argparse.Namespace) -> int:
-    from asr_tasks.records.holds import HoldError
+    """A hold placed as ``HoldRequest`` takes it (exit 2 naming the option for what it could not honour), or the
+    holds listed."""
+    from pydantic import ValidationError
+
+    from asr_tasks.records.holds import HoldError, HoldRequest
 
     day_range(args.date_from, args.date_to, "--from", "--to")
-    holds = _holds()
     if args.list:
+        holds = _holds()
         listed = holds.listed(include_released=args.all)
         if args.json:
             print_json([h.to_dict() for h in listed])
@@ -82,13 +129,16 @@ def cmd_hold(args: argparse.Namespace) -> int:
             print(f"{h.describe()} [{state}]")
         return 0
     scope, value = next(((s, v) for s, v in (("key", args.key), ("agent", args.agent), ("customer", args.customer))
-                         if v), ("dates", None))
+                         if v is not None), ("dates", None))
     if scope == "dates" and not (args.date_from or args.date_to):
-        print("asr: hold: name what to hold: --key, --agent, --customer or --from/--to", file=sys.stderr)
-        return 2
+        raise InputError("name what to hold: --key, --agent, --customer or --from/--to")
     try:
-        hold = holds.place(scope, args.why or "", getpass.getuser(), value=value,
-                           date_from=args.date_from, date_to=args.date_to)
+        asked = HoldRequest(scope=scope, value=value, date_from=args.date_from, date_to=args.date_to,  # type: ignore[arg-type]
+                            why=args.why or "", future=args.future)
+    except ValidationError as exc:
+        raise refusal(exc, {**HOLD_OPTIONS, "value": f"--{scope}"}) from None
+    try:
+        hold = _holds().place(user=getpass.getuser(), **asked.model_dump())
     except HoldError as exc:
         print(f"asr: hold: {exc}", file=sys.stderr)
         return 2
@@ -218,26 +268,35 @@ def cmd_roles(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: Any) -> None:
-    p = sub.add_parser("erase", help="erase recordings with everything they left (index, artefacts, reports)")
+    p = sub.add_parser("erase", help="erase recordings with everything they left (index, artefacts, reports): "
+                                     "first what would go and a token, then --confirm TOKEN erases exactly that")
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--key", help="an object key (every version of it)")
-    which.add_argument("--recording", help="a recording id (every version of its key)")
-    which.add_argument("--customer", help="a customer id: all of the customer's calls")
+    which.add_argument("--key", action=Checked, check=object_key, help="an object key (every version of it)")
+    which.add_argument("--recording", action=Checked, check=recording_id,
+                       help="a recording id (every version of its key)")
+    which.add_argument("--customer", action=Checked, check=party_id, help="a customer id: all of the customer's calls")
+    which.add_argument("--agent", action=Checked, check=party_id, help="an agent id: all of the agent's calls")
     which.add_argument("--before", action=Checked, check=calendar_day, help="YYYY-MM-DD: every call before that day")
     p.add_argument("--reason", required=True, choices=REASONS, help="why, as a code kept on the tombstone and in "
                    "the access log: " + "; ".join(f"{code}: {what}" for code, what in REASONS.items()))
+    p.add_argument("--confirm", metavar="TOKEN", action=Checked, check=confirmation_token,
+                   help="the token the same command printed without it: erases what it showed, or nothing (exit 1) "
+                        "where calls came or went since")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_erase)
 
     p = sub.add_parser("hold", help="place a legal hold (nothing erases what it covers), or list the holds")
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--key", help="an object key")
-    which.add_argument("--agent", help="an agent id: all of the agent's calls")
-    which.add_argument("--customer", help="a customer id: all of the customer's calls")
+    which.add_argument("--key", action=Checked, check=object_key, help="an object key some recording has")
+    which.add_argument("--agent", action=Checked, check=party_id, help="an agent id: all of the agent's calls")
+    which.add_argument("--customer", action=Checked, check=party_id, help="a customer id: all of the customer's calls")
     which.add_argument("--list", action="store_true", help="the active holds (--all: released ones too)")
     p.add_argument("--from", dest="date_from", action=Checked, check=calendar_day,
-                   help="YYYY-MM-DD: calls from this day (with --to)")
+                   help="YYYY-MM-DD: calls from this day (with --to; not with --key, --agent or --customer, whose hold "
+                        "is on every call of theirs)")
     p.add_argument("--to", dest="date_to", action=Checked, check=calendar_day, help="YYYY-MM-DD: calls up to this day")
+    p.add_argument("--future", action="store_true",
+                   help="with --key: a key no recording has yet (a call still to come); refused otherwise")
     p.add_argument("--why", help="the reason (required to place a hold)")
     p.add_argument("--all", action="store_true")
     p.add_argument("--json", action="store_true")

@@ -6,6 +6,12 @@ a range of days; it stands until released, and both are kept (who, when, why)
 in the ledger's database and written to the access log. With ``object_lock``
 on, MinIO's own legal hold follows it on every object of the calls it covers
 (``locking.py``).
+
+A hold is asked for as a ``HoldRequest`` (``asr hold`` and the page's API alike), which
+refuses what a hold could not honour rather than placing something else: a key, an agent
+or a customer with a range of days (their hold covers every call of theirs, whatever its
+day), a key no recording has (unless asked for as a hold for a call still to come,
+``future``, which the hold keeps and shows), a value that is not a key or an id.
 """
 
 from __future__ import annotations
@@ -13,11 +19,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from datetime import date, datetime, timezone
+from datetime import datetime, timezone
 from typing import Any, Literal, get_args
 
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator, model_validator
 from sqlalchemy import insert, select, tuple_, update
 
+from asr_tasks.inputs import CalendarDay, ObjectKey, PartyId, day_range, has_control, message_of, typed
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.models import Recording
 from asr_tasks.records.ledger import Ledger, as_utc, batches
@@ -31,6 +39,7 @@ Scope = Literal["key", "agent", "customer", "dates"]
 SCOPES = get_args(Scope)
 PIPELINE_USER = "pipeline"  # who the access log names for what sensing did on its own
 FORGOTTEN = "(erased)"  # what a released hold names once the calls it covered were erased
+WHOLE = {"key": "a key", "agent": "an agent", "customer": "a customer"}  # the scopes that hold every call of theirs
 
 
 class HoldError(ValueError):
@@ -52,6 +61,7 @@ class Hold:
     released_by: str | None = None
     released_at: str | None = None
     release_why: str | None = None
+    future: bool = False  # placed on a key no recording had yet
 
     @property
     def active(self) -> bool:
@@ -71,15 +81,78 @@ class Hold:
     def logged(self) -> str:
         """The hold as the access log keeps it: its id and what kind of thing it covers, not the key or the
         party (the log outlives the calls a released hold covered); the hold register has the rest."""
-        return f"legal hold {self.id} on " + ("a range of days" if self.scope == "dates" else f"a {self.scope}")
+        return f"legal hold {self.id} on " + ("a range of days" if self.scope == "dates" else WHOLE[self.scope]) + (
+            " still to come" if self.future else "")
 
     def describe(self) -> str:
         what = (f"calls of {self.date_from} to {self.date_to}" if self.scope == "dates"
-                else f"{self.scope} {self.value}")
+                else f"{self.scope} {self.value}" + (" (future: no recording had it when placed)" if self.future else ""))
         return f"legal hold {self.id} on {what} ({self.why}; {self.held_by}, {self.held_at})"
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "active": self.active}
+
+
+class HoldRequest(BaseModel):
+    """A legal hold as it is asked for (``asr hold``, the page's API): what it covers, why, and whether it is for a
+    key still to come. What a hold could not honour is refused here, naming the field."""
+
+    model_config = ConfigDict(extra="forbid")
+    scope: Scope
+    value: str | None = None
+    date_from: CalendarDay | None = None
+    date_to: CalendarDay | None = None
+    why: str
+    future: bool = False
+
+    @field_validator("value")
+    @classmethod
+    def _value(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A key is an object key, an agent or a customer an id (``inputs.py``); a range of days has none."""
+        scope = info.data.get("scope")
+        if scope == "dates" and value is not None:
+            raise ValueError("a hold on a range of days takes no value: date_from and date_to say which")
+        if scope in WHOLE:
+            if value is None:
+                raise ValueError(f"a hold on {WHOLE[scope]} needs its value")
+            return str(typed(ObjectKey if scope == "key" else PartyId, value))
+        return value
+
+    @field_validator("date_from", "date_to")
+    @classmethod
+    def _range(cls, day: str | None, info: ValidationInfo) -> str | None:
+        """Refused, not dropped, with a key, an agent or a customer: their hold is on every call of theirs."""
+        scope = info.data.get("scope")
+        if day is not None and scope in WHOLE:
+            raise ValueError(f"a hold on {WHOLE[scope]} covers every call of it, whatever its day: a range of days "
+                             "is a hold of its own (scope dates)")
+        return day
+
+    @field_validator("why")
+    @classmethod
+    def _why(cls, why: str) -> str:
+        if not why.strip():
+            raise ValueError("a hold needs a reason")
+        if has_control(why):
+            raise ValueError("holds a control character")
+        return why
+
+    @field_validator("future")
+    @classmethod
+    def _future(cls, future: bool, info: ValidationInfo) -> bool:
+        """Only a key: an agent's or a customer's hold covers the calls of theirs that come later anyway."""
+        if future and info.data.get("scope") != "key":
+            raise ValueError("only a hold on a key is asked for as future: an agent's, a customer's or a range of "
+                             "days' hold covers the calls still to come already")
+        return future
+
+    @model_validator(mode="after")
+    def _days(self) -> HoldRequest:
+        if self.scope == "dates":
+            if self.date_from is None or self.date_to is None:
+                raise ValueError("a hold on a range of days needs date_from and date_to (YYYY-MM-DD)")
+            day_range(self.date_from, self.date_to, "date_from", "date_to")
+        return self
 
 
 @dataclass(frozen=True)
@@ -215,32 +288,39 @@ class Holds:
         return found
 
     def place(self, scope: str, why: str, user: str, value: str | None = None, date_from: str | None = None,
-              date_to: str | None = None) -> Hold:
-        if scope not in SCOPES:
-            raise HoldError(f"unknown hold scope {scope!r} (scopes: {', '.join(SCOPES)})")
-        if not why.strip():
-            raise HoldError("a hold needs a reason (--why)")
-        if scope == "dates":
-            for day in (date_from, date_to):
-                try:
-                    date.fromisoformat(day or "")
-                except ValueError as exc:
-                    raise HoldError(f"a hold on dates needs --from and --to as YYYY-MM-DD, not {day!r}") from exc
-            if str(date_from) > str(date_to):
-                raise HoldError(f"--from {date_from} is after --to {date_to}")
-            value = None
-        elif not value:
-            raise HoldError(f"a hold on a {scope} needs its value")
+              date_to: str | None = None, future: bool = False) -> Hold:
+        """A hold as ``HoldRequest`` takes it, on a key some recording has unless it is ``future`` (and then on
+        one none has): what it covers is what was asked, or it is refused (``HoldError``)."""
+        try:
+            asked = HoldRequest(scope=scope, value=value, date_from=date_from, date_to=date_to, why=why,  # type: ignore[arg-type]
+                                future=future)
+        except ValidationError as exc:
+            field = exc.errors()[0]["loc"]
+            raise HoldError((f"{field[0]}: " if field else "") + message_of(exc)) from None
+        if asked.scope == "key":
+            known = self._known(str(asked.value))
+            if not (known or asked.future):
+                raise HoldError(f"no recording has the key {asked.value!r}: a hold for a call still to come is asked "
+                                "for as one (asr hold --future, \"future\": true)")
+            if known and asked.future:
+                raise HoldError(f"recordings have the key {asked.value!r} already: its hold is not a future one")
         with self.engine.begin() as db:
             hold_id = db.execute(insert(legal_holds).values(
-                scope=scope, value=value, date_from=date_from if scope == "dates" else None,
-                date_to=date_to if scope == "dates" else None, why=why, held_by=user,
-                held_at=datetime.now(timezone.utc)).returning(legal_holds.c.id)).scalar_one()
+                scope=asked.scope, value=asked.value, date_from=asked.date_from, date_to=asked.date_to, why=asked.why,
+                held_by=user, held_at=datetime.now(timezone.utc), future=asked.future,
+            ).returning(legal_holds.c.id)).scalar_one()
         hold = self.get(int(hold_id))
         self.access.append(user, "hold", detail=hold.logged())
         if self.locks is not None:
             self.locks.hold(self.covered(hold), True)
         return hold
+
+    def _known(self, key: str) -> bool:
+        """Whether a recording not erased has this key (in any bucket)."""
+        t = recordings
+        with self.engine.connect() as db:
+            return db.execute(select(t.c.key).where(t.c.key == key, t.c.state != RecordingState.ERASED).limit(1)
+                              ).first() is not None
 
     def release(self, hold_id: int, why: str, user: str) -> Hold:
         hold = self.get(hold_id)
@@ -288,7 +368,8 @@ class Holds:
             rows = db.execute(query).all()
         return [Hold(id=r.id, scope=r.scope, value=r.value, date_from=r.date_from, date_to=r.date_to, why=r.why,
                      held_by=r.held_by, held_at=_iso(r.held_at), released_by=r.released_by,
-                     released_at=_iso(r.released_at) if r.released_at else None, release_why=r.release_why)
+                     released_at=_iso(r.released_at) if r.released_at else None, release_why=r.release_why,
+                     future=bool(r.future))
                 for r in rows]
 
 

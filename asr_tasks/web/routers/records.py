@@ -1,35 +1,26 @@
 """Records management from the page's API, for the records officer: legal holds placed and released, and
-erasure (``asr erase``). The holds and erasures write their own access-log rows, and so does a listing of
-the holds (``door.py``)."""
+erasure (``asr erase``) in two steps, the plan and its token first. The bodies are the models ``asr hold`` and
+``asr erase`` fill in (``HoldRequest``, ``ErasureSelection``), so a value that is not what it claims is a 422
+naming the field. The holds and erasures write their own access-log rows, and so does a listing of the holds
+(``door.py``)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
-from asr_tasks.records.erasure import Eraser, select_keys
-from asr_tasks.records.holds import HoldError, Holds, Scope
+from asr_tasks.inputs import ConfirmationToken
+from asr_tasks.records.erasure import SELECTORS, Eraser, ErasureSelection, PlanChanged
+from asr_tasks.records.holds import HoldError, HoldRequest, Holds
 from asr_tasks.records.locking import record_locks
-from asr_tasks.records.reasons import Reason as ErasureReason
 from asr_tasks.web.deps import Access, AppLedger, AppSettings, IndexOpener, StoreOpener, User
 from asr_tasks.web.door import CallDoor
 
 PERMISSION = "erase_hold"
 
 router = APIRouter()
-
-
-class HoldRequest(BaseModel):
-    """A legal hold placed from the page's API: what it covers, and why."""
-
-    model_config = ConfigDict(extra="forbid")
-    scope: Scope
-    value: str | None = None
-    date_from: str | None = None
-    date_to: str | None = None
-    why: str
 
 
 class Reason(BaseModel):
@@ -39,16 +30,21 @@ class Reason(BaseModel):
     why: str
 
 
-class EraseRequest(BaseModel):
-    """An erasure asked through the page's API: one of key, recording, customer or before, and the reason's
-    code (``reasons.py``)."""
+class EraseRequest(ErasureSelection):
+    """An erasure asked through the page's API: the selection, and either nothing (or ``dry_run``: the plan and its
+    token, nothing erased) or the plan's token as ``confirm`` (the erasure)."""
 
-    model_config = ConfigDict(extra="forbid")
-    key: str | None = None
-    recording_id: str | None = None
-    customer: str | None = None
-    before: str | None = None
-    reason: ErasureReason
+    dry_run: bool = False
+    confirm: ConfirmationToken | None = None
+
+    @model_validator(mode="after")
+    def _one_step(self) -> EraseRequest:
+        if self.dry_run and self.confirm is not None:
+            raise ValueError("dry_run or confirm: the plan, or the erasure it gave the token for")
+        return self
+
+    def selection(self) -> ErasureSelection:
+        return ErasureSelection.model_validate(self.model_dump(include={*SELECTORS, "reason"}))
 
 
 def ledger_holds(ledger: AppLedger, access: Access, settings: AppSettings, store: StoreOpener) -> Holds:
@@ -70,8 +66,7 @@ def list_holds(holds: LegalHolds, door: CallDoor, include_released: bool = False
 def place_hold(body: HoldRequest, user: User, holds: LegalHolds) -> dict[str, Any]:
     """A legal hold: nothing erases what it covers until it is released."""
     try:
-        return holds.place(body.scope, body.why, user, value=body.value, date_from=body.date_from,
-                           date_to=body.date_to).to_dict()
+        return holds.place(user=user, **body.model_dump()).to_dict()
     except HoldError as exc:
         raise HTTPException(status_code=400, detail=str(exc)) from exc
 
@@ -88,10 +83,14 @@ def release_hold(hold_id: int, body: Reason, user: User, holds: LegalHolds) -> d
 @router.post("/api/erase")
 def erase(body: EraseRequest, user: User, settings: AppSettings, ledger: AppLedger, index: IndexOpener,
           store: StoreOpener, access: Access) -> dict[str, Any]:
-    """Erase every version of the chosen keys (``asr erase``); held keys are left and their holds named."""
+    """Without ``confirm``: what the selection would erase (keys, versions, days, held keys) and the token that
+    confirms it, nothing erased. With it: every version of the chosen keys erased (``asr erase``), held keys left
+    and their holds named; 409 and nothing erased where the selection no longer takes what the token was for."""
+    eraser = Eraser(settings, ledger, store(), index(), access)
+    if body.confirm is None:
+        return {"dry_run": True, **eraser.plan(body.selection(), user).to_dict()}
     try:
-        keys = select_keys(ledger, key=body.key, recording_id=body.recording_id, customer=body.customer,
-                           before=body.before)
-        return Eraser(settings, ledger, store(), index(), access).erase(keys, body.reason, user).to_dict()
-    except ValueError as exc:
-        raise HTTPException(status_code=400, detail=str(exc)) from exc
+        return eraser.confirmed(body.selection(), user, body.confirm).to_dict()
+    except PlanChanged as exc:
+        now = {name: value for name, value in exc.plan.to_dict().items() if name != "token"}  # a new dry run's
+        raise HTTPException(status_code=409, detail={"message": str(exc), **now}) from exc
