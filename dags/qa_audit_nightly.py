@@ -40,10 +40,13 @@ def qa_audit_nightly() -> None:
     def audit_days(triggering_asset_events: Any = None, ds: str | None = None) -> list[dict[str, Any]]:
         """Evaluate every rule over each triggering day's transcripts; store findings, tags and reports; hand
         Airflow the totals only (counts per rule, severity and tag, the rule set's identity and how many findings
-        it added and removed against the day's previous audit: a backfill after a rule change says what moved)."""
+        it added and removed against the day's previous audit: a backfill after a rule change says what moved).
+        A saved search's findings are counted by its id: its name and words stay in the ledger and the reports."""
         from asr_tasks.audit.rules import load_rule_set
         from asr_tasks.audit.reports import rescore
+        from asr_tasks.audit.saved_searches import SavedSearches, counted_by_id
         from asr_tasks.index.backends import open_index
+        from asr_tasks.records.ledger import open_ledger
 
         events = triggering_asset_events[TRANSCRIPTS] if triggering_asset_events else []
         days = sorted({e.extra["call_date"] for e in events if e.extra and "call_date" in e.extra})
@@ -52,7 +55,9 @@ def qa_audit_nightly() -> None:
         rules = load_rule_set(settings.audit.path("qa_rules_dir"))
         index, store = open_index(settings.index), task_store(settings.storage)
         done = [rescore(day, rules, index, store, settings) for day in days]
-        return [d.totals() for d in done if d is not None]
+        searches = SavedSearches(open_ledger(settings.ledger)).listed()  # after the runs: those they ran
+        totals = [d.totals() for d in done if d is not None]
+        return [{**t, "by_rule": counted_by_id(t["by_rule"], searches)} for t in totals]
 
     audit_days()
 

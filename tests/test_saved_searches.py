@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from test_audit import CALLS, DAY, DISCLOSED, RULES, _record_day, call
+from test_dag import BIN, airflow_env
 
 from asr_tasks.audit.reports import rescore, run_audit
 from asr_tasks.audit.rules import load_rule_set
@@ -70,12 +72,19 @@ def test_saved_searches_are_kept_per_owner_and_checked(settings: Settings) -> No
     ("acct GB82WEST12345698765432", "x", Filters(), "at most 4 digits"),
     ("card 4111_1111_1111_1111", "x", Filters(), "at most 4 digits"),
     ("_under", "x", Filters(), "starting with a letter or digit"),
+    ("four one five five five five two six seven one", "x", Filters(), r"the name holds personal data \(10 digits\)"),
+    ("四一五五五五二六七一", "x", Filters(), r"the name holds personal data \(10 digits\)"),
+    ("jane dot doe at example dot com", "x", Filters(), r"the name holds personal data \(email\)"),
+    ("call 415 555 2671", "x", Filters(), r"the name holds personal data \(phone\)"),
+    ("+44 7700 900123", "x", Filters(), r"the name holds personal data \(phone\); it is kept in clear"),
 ])
 def test_a_saved_search_never_keeps_personal_data(settings: Settings, name: str, query: str, filters: Filters,
                                                   refused: str) -> None:
-    """What the index holds masked a search cannot find, and a name is the rule's in every report: refused."""
-    with pytest.raises(SavedSearchError, match=refused):
+    """What the index holds masked a search cannot find, and a name is the rule's in every report: refused, digits
+    said as words counted as digits, and the refusal never repeating the name."""
+    with pytest.raises(SavedSearchError, match=refused) as refusal:
         searches(settings).add("alice", name, query, filters, SPEAKERS)
+    assert not (refused.startswith("the name") and name in str(refusal.value))
     with open_ledger(settings.ledger).engine.connect() as db:
         assert not list(db.exec_driver_sql("SELECT * FROM saved_search"))
 
@@ -114,6 +123,30 @@ def test_the_nightly_audit_reports_a_saved_searchs_hits_as_findings(settings: Se
     assert not changed.added
 
 
+def test_the_nightly_dag_hands_airflow_a_saved_search_s_counts_by_id_never_its_name_or_words(
+        settings: Settings, tmp_path: Path) -> None:
+    """XCom, which every viewer of the DAG reads, holds counts: a saved search named after a customer (which no
+    policy tells from any other words) is counted by its id, as a real ``airflow dags test`` run stores it."""
+    env = airflow_env(tmp_path)  # the same ledger, index and store as ``settings``
+    assert env["ASR_LEDGER_URL"] == settings.ledger.ledger_url
+    _record_day(settings, [*CALLS, MISHEARD])
+    watch = searches(settings).add("alice", "Jane Doe of Elm Street", "保证收益", Filters(sounds_like=True), SPEAKERS)
+    for step in (["db", "migrate"], ["dags", "test", "qa_audit_nightly", DAY]):
+        proc = subprocess.run([str(BIN / "airflow"), *step], env=env, capture_output=True, text=True, timeout=600,
+                              cwd=PROJECT_ROOT)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    with sqlite3.connect(tmp_path / "airflow" / "airflow.db") as conn:
+        stored = [value for (value,) in conn.execute("SELECT value FROM xcom WHERE dag_id = 'qa_audit_nightly'")]
+    xcom = " ".join(str(v) for v in stored)
+    for said in ("Jane", "Elm", "alice", "保证收益", "\\u4fdd"):  # in clear, or as JSON escapes it
+        assert said not in xcom, said
+    (day,) = [t for value in stored for t in (value if isinstance(value, list) else json.loads(value))]
+    assert day["by_rule"][f"watch:#{watch.id}"] == 3  # what the other test finds: said twice, misheard once
+    report = LocalStore(settings.storage.path("store_root")).get_bytes(settings.storage.artefacts_bucket,
+                                                                       f"reports/qa/{DAY}/qa-audit.json")
+    assert watch.rule_id in report.decode()  # the report, behind the QA team's permissions, names it
+
+
 def test_watch_from_the_command_line(settings: Settings) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASR_")}
     env.update(ASR_LEDGER_URL=settings.ledger.ledger_url, ASR_INDEX_PATH=str(settings.index.path("index_path")))
@@ -135,6 +168,9 @@ def test_watch_from_the_command_line(settings: Settings) -> None:
     assert again.returncode == 2 and "already" in again.stderr
     bad = run("add", "x", "y", "--speaker", "boss")
     assert bad.returncode == 2 and "speaker 'boss'" in bad.stderr
+    phone = run("add", "mark five five five two six seven one", "y")
+    assert phone.returncode == 2 and "the name holds personal data (7 digits)" in phone.stderr
+    assert "five" not in phone.stderr
     assert run("remove", " late fees ").returncode == 0  # as typed, spaces and all
     assert run("list").stdout.strip() == "no saved searches"
 
@@ -145,6 +181,8 @@ def test_watch_from_the_page(settings: Settings) -> None:
     assert made.status_code == 201, made.text
     assert made.json()["rule_id"].startswith("watch:") and made.json()["filters"]["tags"] == ["x"]
     assert client.post("/api/watches", json={"name": "returns", "q": "x"}).status_code == 400
+    phone = client.post("/api/watches", json={"name": "mark five five five two six seven one", "q": "x"})
+    assert phone.status_code == 400 and phone.json()["detail"].startswith("the name holds personal data (7 digits)")
     assert client.post("/api/watches", json={"name": "n", "q": "x", "date_from": "2026-01-01"}).status_code == 422
     # every filter of a search but its days is kept, as the search page's "watch this search" link hands them on
     made = client.post("/api/watches", json={"name": "quiet", "q": "x", "rule": "promise-of-return",
