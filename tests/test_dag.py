@@ -588,6 +588,15 @@ def traces(tmp_path: Path, rid: str, key: str, *said: str) -> list[str]:
     return found
 
 
+def confirmed_erasure(asr: str, args: list[str], env: dict[str, str]) -> list[str]:
+    """``asr erase ARGS``'s first step, which erases nothing, and the command it prints to erase exactly that."""
+    plan = run([asr, "erase", *args], env)
+    assert plan.returncode == 0 and "nothing is erased yet" in plan.stdout, plan.stdout + plan.stderr
+    command = shlex.split(plan.stdout.splitlines()[-1])
+    assert command[:-2] == ["asr", "erase", *args] and command[-2] == "--confirm", command
+    return [asr, *command[1:]]
+
+
 def records_management(tmp_path: Path, env: dict[str, str], status: dict[str, Any]) -> None:
     asr, airflow = str(BIN / "asr"), str(BIN / "airflow")
     ids = {r["key"].rsplit("/", 1)[-1]: r["recording_id"] for r in status["recordings"]}
@@ -599,20 +608,20 @@ def records_management(tmp_path: Path, env: dict[str, str], status: dict[str, An
 
     proc = run([asr, "hold", "--key", keys[held], "--why", "litigation 2026-17"], env)
     assert proc.returncode == 0 and "legal hold 1" in proc.stdout, proc.stderr
-    proc = run([asr, "erase", "--key", keys[erased], "--reason", "customer-request"], env)
+    proc = run(confirmed_erasure(asr, ["--key", keys[erased], "--reason", "customer-request"], env), env)
     assert proc.returncode == 0 and f"erased   {keys[erased]}" in proc.stdout, proc.stderr
     assert traces(tmp_path, ids[erased], keys[erased], *said) == []  # no store keeps a byte of it
     minimum = json.loads(run([asr, "search", "minimum deposit", "--json"], env).stdout)
     assert minimum == []  # call_0001's words are no longer found
-    proc = run([asr, "erase", "--key", keys[held], "--reason", "mistaken-upload"], env)
+    proc = run(confirmed_erasure(asr, ["--key", keys[held], "--reason", "mistaken-upload"], env), env)
     assert proc.returncode == 1 and "legal hold 1 on key" in proc.stdout  # held: left alone, the hold named
     report = json.loads((tmp_path / "store" / "asr-artefacts" / "reports" / "qa" / DAY / "qa-audit.json").read_text())
     assert erased not in json.dumps(report) and any(held in f["key"] for f in report["findings"])
 
     # SIGKILL while the whole day is erased; the rerun finishes it and touches nothing else.
     held_files = {p: p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file() and ids[held] in str(p)}
-    day_erase = [asr, "erase", "--before", "2026-11-28", "--reason", "legal-order"]
-    proc = subprocess.Popen(day_erase, env=env, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    day_erase = ["--before", "2026-11-28", "--reason", "legal-order"]
+    proc = subprocess.Popen(confirmed_erasure(asr, day_erase, env), env=env, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         with sqlite3.connect(tmp_path / "ledger.sqlite") as conn:
@@ -628,7 +637,7 @@ def records_management(tmp_path: Path, env: dict[str, str], status: dict[str, An
         states = dict(conn.execute("SELECT recording_id, state FROM recording_ledger WHERE recording_id != ?",
                                    (ids[held],)).fetchall())
     assert set(states.values()) - {"erased"}, states  # cut short: some not erased yet
-    proc = run(day_erase, env)
+    proc = run(confirmed_erasure(asr, day_erase, env), env)  # planned again: part of it is gone already
     assert proc.returncode == 1 and "legal hold 1" in proc.stdout, proc.stdout + proc.stderr
     for name, rid in ids.items():
         if name != held:
