@@ -10,7 +10,6 @@ from sqlalchemy import (
     Column,
     DateTime,
     Float,
-    ForeignKey,
     Index,
     Integer,
     LargeBinary,
@@ -83,18 +82,19 @@ Index("access_log_at", access_log.c.at)
 Index("access_log_user_at", access_log.c.user, access_log.c.at)
 Index("access_log_recording", access_log.c.recording_id)
 # The keys of the rows' sealed text, one per row that has typed text (revision 0011): not append-only, so that an
-# erasure destroys them (``AccessLog.forget``) and the row's words can no longer be read, its hash unchanged.
+# erasure destroys them (``AccessLog.forget``) and the row's words can no longer be read, its hash unchanged. No
+# foreign key to ``access_log``: checking one locks the log's row, which the pipeline's role may not do.
 access_log_seal = Table(
     "access_log_seal",
     metadata,
-    Column("row_id", Integer, ForeignKey("access_log.id"), primary_key=True),
+    Column("row_id", Integer, primary_key=True),
     Column("key", LargeBinary, nullable=False),
 )
 # The recordings a sealed row concerns (its own, and a search's hits): what an erasure finds the keys by.
 access_log_subject = Table(
     "access_log_subject",
     metadata,
-    Column("row_id", Integer, ForeignKey("access_log.id"), primary_key=True),
+    Column("row_id", Integer, primary_key=True),
     Column("recording_id", String(64), primary_key=True),
 )
 Index("access_log_subject_recording", access_log_subject.c.recording_id)

@@ -25,10 +25,10 @@ TABLES = ("access_log_seal", "access_log_subject")
 
 def upgrade() -> None:
     op.create_table("access_log_seal",
-                    sa.Column("row_id", sa.Integer, sa.ForeignKey("access_log.id"), primary_key=True),
+                    sa.Column("row_id", sa.Integer, primary_key=True),
                     sa.Column("key", sa.LargeBinary, nullable=False))
     op.create_table("access_log_subject",
-                    sa.Column("row_id", sa.Integer, sa.ForeignKey("access_log.id"), primary_key=True),
+                    sa.Column("row_id", sa.Integer, primary_key=True),
                     sa.Column("recording_id", sa.String(64), primary_key=True))
     op.create_index("access_log_subject_recording", "access_log_subject", ["recording_id"])
     sqlite = op.get_context().dialect.name == "sqlite"
