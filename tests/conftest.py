@@ -32,6 +32,7 @@ def settings(tmp_path: Path) -> Settings:
     return Settings().override(
         store_root=str(tmp_path / "store"), index_path=str(tmp_path / "index.sqlite"), work_dir=str(tmp_path / "work"),
         model_dir=str(MODEL_DIR), ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}",
+        anchor_key_file=str(tmp_path / "keys" / "access-log-anchor.pem"),
     )
 
 
