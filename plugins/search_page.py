@@ -10,15 +10,43 @@ a signed-in user without it gets 403.
 Every Airflow component loads the plugins folder (scheduler, DAG processor,
 workers), and only the API server serves this page; the app and Airflow's API
 security module are therefore built on the first request, not at import.
+
+The API server logs every request (``HttpAccessLogMiddleware``: a structlog
+event with the path and the query string as fields, printed on its standard
+output); the page takes what people type in a POST's body, and behind that
+this module's processor logs the query string of the page's paths as ``…``
+(``hide_query_strings``, installed when the plugin is loaded, after Airflow
+configured its logging and before the server takes a request).
 """
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import Any, Callable
 
+import structlog
 from airflow.plugins_manager import AirflowPlugin
 
+from asr_tasks.web.request_log import HIDDEN, hide_query_strings as hide_uvicorn_query_strings, under
+
 URL_PREFIX = "/search"
+
+
+def hidden_query_string(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """A structlog processor: the query string of a request to the page, in Airflow's request log, as ``…``."""
+    path = event.get("path")
+    if event.get("query") and isinstance(path, str) and under(path, URL_PREFIX):
+        event["query"] = HIDDEN
+    return event
+
+
+def hide_query_strings() -> None:
+    """Put ``hidden_query_string`` first in structlog's processors (once), and hide the page's query strings in
+    uvicorn's and gunicorn's own access logs too, should a deployment turn them on."""
+    processors = list(structlog.get_config()["processors"])
+    if hidden_query_string not in processors:
+        structlog.configure(processors=[hidden_query_string, *processors])
+    hide_uvicorn_query_strings(URL_PREFIX)
 
 
 class LazyApp:
@@ -60,6 +88,7 @@ def build_search_app() -> Any:
 
     from asr_tasks.web.app import create_app
 
+    hide_query_strings()  # again, should the server have configured its logging anew since the plugin was loaded
     return create_app(dependencies=[Depends(requires_authenticated())], authorize=airflow_permission)
 
 
@@ -89,6 +118,9 @@ def permission_views() -> list[dict[str, Any]]:
             return redirect(f"{URL_PREFIX}/")
 
     return [{"view": CallRecordingsView()}]
+
+
+hide_query_strings()
 
 
 class TranscriptSearchPlugin(AirflowPlugin):

@@ -70,7 +70,7 @@ def search_args(params: dict[str, str]) -> list[str]:
 @pytest.mark.parametrize(("params", "message"), REFUSED, ids=[m.split(":")[0][:40] for _, m in REFUSED])
 def test_the_command_line_and_the_api_refuse_alike(client: TestClient, env: dict[str, str], params: dict[str, str],
                                                   message: str) -> None:
-    answer = client.get("/api/search", params={"q": "returns", **params})
+    answer = client.post("/api/search", json={"q": "returns", **params})
     assert answer.status_code == 422 and answer.json()["detail"] == message.format(**API_NAMES), answer.text
     proc = subprocess.run([ASR, *search_args(params)], env=env, capture_output=True, text=True, timeout=120,
                           cwd=PROJECT_ROOT)
@@ -79,12 +79,12 @@ def test_the_command_line_and_the_api_refuse_alike(client: TestClient, env: dict
 
 @pytest.mark.parametrize("route", ["/api/search", "/api/counts", "/api/export"])
 def test_every_search_route_checks_what_it_is_given(client: TestClient, route: str) -> None:
-    bad = client.get(route, params={"q": "returns", "date_from": "bad"})
+    bad = client.post(route, json={"q": "returns", "date_from": "bad"})
     assert bad.status_code == 422 and bad.json()["detail"] == "date_from 'bad': not a calendar date (YYYY-MM-DD)"
-    nothing = client.get(route, params={"q": "-risk"})
+    nothing = client.post(route, data={"q": "-risk"})
     assert nothing.status_code == 422 and "only excludes" in nothing.json()["detail"]
-    good = client.get(route, params={"q": "returns", "date_from": "2026-11-01", "date_to": "2026-11-30",
-                                     "speaker": "customer", "quality": "pass", "min_non_talk_share": "0.0"})
+    good = client.post(route, json={"q": "returns", "date_from": "2026-11-01", "date_to": "2026-11-30",
+                                    "speaker": "customer", "quality": "pass", "min_non_talk_share": "0.0"})
     assert good.status_code == 200, good.text
 
 

@@ -352,7 +352,7 @@ def test_a_kept_unredacted_transcript_stays_apart_and_is_what_a_new_policy_masks
     page = TestClient(create_app(kept, index=index, store=store))  # a privileged path reads it, and is logged
     answer = page.get(f"/api/recordings/{rid}/unredacted")
     assert answer.status_code == 200 and CARD.search(said(answer.content))
-    assert not CARD.search(page.get("/api/search", params={"q": "card"}).text)
+    assert not CARD.search(page.post("/api/search", json={"q": "card"}).text)
 
     # A policy without cards (a bank's choice) masks anew from the kept transcript: it can mask less, too.
     (tmp_path / "pii").mkdir()

@@ -275,16 +275,16 @@ def test_the_page_produces_through_the_door(day: Day, tmp_path: Path) -> None:
     grants = {"eve": {"read", "export"}, "lee": {"read_team", "export", "read_unredacted"},
               "ann": {"read", "export", "access_log"}}
     client = TestClient(create_app(day.settings, index=day.index, store=day.store, authorize=granting(grants, [])))
-    refused = client.get("/api/produce.zip", params={"q": "secret", "original": "true"}, headers={"X-User": "eve"})
+    refused = client.post("/api/produce.zip", json={"q": "secret", "original": True}, headers={"X-User": "eve"})
     assert refused.status_code == 403 and "Call Unredacted Reader" in refused.json()["detail"]
-    assert client.get("/api/produce.zip", headers={"X-User": "eve"}).status_code == 422
-    nothing = client.get("/api/produce.zip", params={"q": "zzzznothing"}, headers={"X-User": "eve"})
+    assert client.post("/api/produce.zip", json={}, headers={"X-User": "eve"}).status_code == 422
+    nothing = client.post("/api/produce.zip", json={"q": "zzzznothing"}, headers={"X-User": "eve"})
     assert nothing.status_code == 422 and "nothing to produce" in nothing.json()["detail"]
-    some_refused = client.get("/api/produce.zip", params={"q": "secret"}, headers={"X-User": "eve"})
+    some_refused = client.post("/api/produce.zip", data={"q": "secret"}, headers={"X-User": "eve"})
     assert some_refused.headers["x-refused-calls"] == "1" and some_refused.headers["x-produced-calls"] == "3"
     assert '-1-refused.zip"' in some_refused.headers["content-disposition"]
-    answer = client.get("/api/produce.zip", params={"q": "secret", "date_from": DAY, "date_to": DAY},
-                        headers={"X-User": "eve"})
+    answer = client.post("/api/produce.zip", json={"q": "secret", "date_from": DAY, "date_to": DAY},
+                         headers={"X-User": "eve"})
     assert answer.status_code == 200 and answer.headers["content-type"] == "application/zip"
     folder = unzipped(answer.content, tmp_path / "eve")
     assert verify(folder).intact
@@ -293,11 +293,11 @@ def test_the_page_produces_through_the_door(day: Day, tmp_path: Path) -> None:
     own = [json.loads(line) for line in (folder / "DATA" / "access_log.jsonl").read_text().splitlines()]
     assert len(own) == 2 and all(r["user"] == "eve" and r["detail"].startswith(f"production {folder.name}: ")
                                  for r in own)
-    audited = client.get("/api/produce.zip", params={"ids": day.id("plain")}, headers={"X-User": "ann"})
+    audited = client.post("/api/produce.zip", json={"ids": [day.id("plain")]}, headers={"X-User": "ann"})
     history = (unzipped(audited.content, tmp_path / "ann") / "DATA" / "access_log.jsonl").read_text()
     assert '"user": "eve"' in history and '"user": "ann"' in history
-    lead = client.get("/api/produce.zip", params=[("q", "secret"), ("ids", day.id("plain")), ("original", "true")],
-                      headers={"X-User": "lee"})
+    lead = client.post("/api/produce.zip", data={"q": "secret", "ids": [day.id("plain")], "original": "true"},
+                       headers={"X-User": "lee"})
     assert lead.status_code == 200
     folder = unzipped(lead.content, tmp_path / "lee")
     assert verify(folder).intact

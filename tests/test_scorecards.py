@@ -170,8 +170,8 @@ def test_scores_from_the_command_line_and_on_the_call_page(settings: Settings) -
     shown = client.get("/api/scores", params={"date": DAY}, headers={"X-User": "rita"}).json()
     mine = next(c for c in shown["calls"] if c["recording_id"] == promise["recording_id"])
     assert mine["overrides"]["empathy"]["reviewer"] == "rita" and mine["score"] == done_web.json()["score"]
-    search = client.get("/", params={"q": "", "max_score": f"{mine['score']:g}", "min_score": "0"},
-                        headers={"X-User": "carl"}).text
+    search = client.post("/", data={"q": "", "max_score": f"{mine['score']:g}", "min_score": "0"},
+                         headers={"X-User": "carl"}).text
     assert "calls per score" in search.lower() and "promise.wav" in search
 
 

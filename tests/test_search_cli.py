@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -26,6 +28,7 @@ def env(tmp_path: Path) -> dict[str, str]:
     _fill(SqliteIndex(path))
     full = {k: v for k, v in os.environ.items() if not k.startswith("ASR_")}
     full["ASR_INDEX_PATH"] = str(path)
+    full["ASR_LEDGER_URL"] = f"sqlite:///{tmp_path / 'ledger.sqlite'}"  # where each search's access-log row goes
     return full
 
 
@@ -136,7 +139,9 @@ def test_ui_serves_the_search_page(env: dict[str, str]) -> None:
         deadline = time.monotonic() + 60
         while True:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/?q=%E6%94%B6%E7%9B%8A", timeout=5) as answer:
+                searched = urllib.request.Request(f"http://127.0.0.1:{port}/", data=urllib.parse.urlencode(
+                    {"q": "收益"}).encode())  # the page's form, posted
+                with urllib.request.urlopen(searched, timeout=5) as answer:
                     page = answer.read().decode()
                 break
             except OSError:
@@ -152,4 +157,4 @@ def test_urls_open_each_hits_call_page(env: dict[str, str]) -> None:
     proc = asr(env, "guarantee a return", "--urls")
     assert proc.returncode == 0, proc.stderr
     link = proc.stdout.strip().splitlines()[-1]
-    assert link.startswith("http://localhost:8091/call/") and link.endswith("?q=guarantee+a+return&t=0.5")
+    assert re.fullmatch(r"http://localhost:8091/call/[0-9a-f]{24}\?t=0\.5", link)  # the second, never the words

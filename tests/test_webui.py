@@ -12,6 +12,7 @@ import base64
 import csv
 import getpass
 import hashlib
+import html
 import http.client
 import http.cookies
 import io
@@ -26,6 +27,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -134,15 +136,16 @@ def test_a_card_number_searched_for_is_logged_masked(client: TestClient, setting
     """What people type is personal data too (the search box, a filter, the search a call page was opened from):
     the access log keeps it as the policy masks it."""
     card = "4111 1111 1111 1111"
-    for url in ("/", "/api/search", "/api/counts", "/api/export"):
-        params = {"q": f"card {card}", **({"format": "csv"} if url == "/api/export" else {})}
-        assert client.get(url, params=params).status_code == 200, url
-    assert client.get("/api/search", params={"q": "country", "agent": card}).status_code == 200
-    assert client.get(f"/call/{jfk_rec.recording_id}", params={"q": card}).status_code == 200
+    assert client.post("/", data={"q": f"card {card}"}).status_code == 200  # the page's form
+    for url in ("/api/search", "/api/counts", "/api/export"):
+        body = {"q": f"card {card}", **({"format": "csv"} if url == "/api/export" else {})}
+        assert client.post(url, json=body).status_code == 200, url
+    assert client.post("/api/search", json={"q": "country", "agent": card}).status_code == 200
+    assert client.post(f"/call/{jfk_rec.recording_id}", data={"q": card}).status_code == 200
     entries = AccessLog(open_ledger(settings.ledger)).entries()
     assert len(entries) == 6 and sum("[CARD ****1111]" in (e.query or "") for e in entries) == 5  # the call page too
     assert "4111 1111" not in " ".join(json.dumps(e.to_dict(), ensure_ascii=False) for e in entries)
-    assert client.get("/api/search", params={"q": "x", "after": "A" * 40_000}).status_code == 422  # no cursor
+    assert client.post("/api/search", json={"q": "x", "after": "A" * 40_000}).status_code == 422  # no cursor
     # what the app says of a request is not what someone typed: a byte range is never taken for a card number
     from asr_tasks.records.access_log import open_access_log
 
@@ -170,11 +173,17 @@ def test_audio_is_served_with_ranges(client: TestClient, jfk: Path, jfk_rec: Rec
 
 
 def test_page_lists_hits_with_escaped_highlights_and_counts(client: TestClient) -> None:
-    page = client.get("/", params={"q": "收益 | country", "speaker": "agent"}).text
+    page = client.post("/", data={"q": "收益 | country", "speaker": "agent"}).text
     assert page.count('<li class="hit') == 1
     assert 'class="hit needs-review"' in page and ">needs review</span>" in page  # the gate flagged this call
-    assert 'href="?q=%E6%94%B6%E7%9B%8A+%7C+country&amp;date_from=&amp;date_to=&amp;agent=AG-1001' in page  # facet
-    assert "api/export?q=" in page and "call/" in page  # the whole result, and the whole call
+    assert 'name="narrow" value="agent=AG-1001" class="link narrow">AG-1001</button> (1)' in page  # a facet
+    asked = re.search(r'<form id="asked" method="post" action="./" hidden>(.*?)</form>', page)
+    assert asked and re.findall(r'name="(\w+)" value="([^"]*)"', asked.group(1)) == [("q", "收益 | country"),
+                                                                                   ("speaker", "agent")]
+    assert '<form id="exported" method="post" action="api/export" hidden>' in page  # the whole result
+    zh = _recording(ZH_KEY, "AG-1001").recording_id
+    assert f'<a class="open" href="call/{zh}?t=2.0">whole call</a>' in page  # the call, at its second: no words
+    assert not re.search(r'(href|action|src)="[^"]*\bq=', page)  # what was typed is in no address of the page
     assert "这款产品保证<mark>收益</mark> &lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<script>alert(1)" not in page
     assert 'data-start="2.000"' in page and "▶ 0:02.0–0:05.0" in page
@@ -182,12 +191,16 @@ def test_page_lists_hits_with_escaped_highlights_and_counts(client: TestClient) 
     assert '<option value="agent" selected>agent</option>' in page
     assert '<base href="/">' in page
 
-    api = client.get("/api/search", params={"q": "收益"}).json()["hits"]  # a client may render it: escaped too
+    api = client.post("/api/search", json={"q": "收益"}).json()["hits"]  # a client may render it: escaped too
     assert "这款产品保证<em>收益</em> &lt;script&gt;alert(1)&lt;/script&gt;" in [h["highlight"] for h in api]
+    form = client.post("/api/search", data={"q": "收益", "tag": ""}).json()["hits"]  # a form's fields do as well
+    assert [h["key"] for h in form] == [h["key"] for h in api]
 
-    page = client.get("/", params={"q": "收益", "quality": "pass"}).text
+    page = client.post("/", data={"q": "收益", "quality": "pass"}).text
     assert "No hits for 收益." in page
-    assert "invalid page cursor" in client.get("/", params={"q": "收益", "after": "bogus"}).text
+    assert "invalid page cursor" in client.post("/", data={"q": "收益", "after": "bogus"}).text
+    assert "No hits" not in client.get("/", params={"q": "收益"}).text  # a search is posted; a URL's is not one
+    assert client.get("/api/search", params={"q": "收益"}).status_code == 405
 
 
 def test_page_opens_a_recording_at_a_second_for_audit_links(client: TestClient, jfk_rec: Recording) -> None:
@@ -197,13 +210,15 @@ def test_page_opens_a_recording_at_a_second_for_audit_links(client: TestClient, 
 
 
 def test_json_api_pages_and_counts(client: TestClient) -> None:
-    first = client.get("/api/search", params={"q": "country | 收益", "size": 2}).json()
+    first = client.post("/api/search", json={"q": "country | 收益", "size": 2}).json()
     assert len(first["hits"]) == 2 and first["next_after"]
-    rest = client.get("/api/search", params={"q": "country | 收益", "size": 2, "after": first["next_after"]}).json()
+    rest = client.post("/api/search", json={"q": "country | 收益", "size": 2, "after": first["next_after"]}).json()
     keys = {(h["key"], h["start"]) for h in first["hits"] + rest["hits"]}
     assert keys == {(JFK_KEY, 3.3), (JFK_KEY, 7.9), (ZH_KEY, 2.0), (ZH_KEY, 6.0)}
-    assert client.get("/api/search", params={"q": "x", "after": "bogus"}).status_code == 400
-    counts = client.get("/api/counts", params={"q": "country | 收益"}).json()
+    assert client.post("/api/search", json={"q": "x", "after": "bogus"}).status_code == 400
+    assert client.post("/api/search", json={"q": "x", "color": "red"}).status_code == 422  # a field it has not
+    assert client.post("/api/search", content=b"q=x").status_code == 415  # neither JSON nor a form
+    counts = client.post("/api/counts", json={"q": "country | 收益"}).json()
     assert counts == [
         {"agent_id": "AG-1001", "call_date": "2026-11-27", "segments": 2, "recordings": 1},
         {"agent_id": "AG-1004", "call_date": "2026-11-27", "segments": 2, "recordings": 1},
@@ -219,38 +234,43 @@ def test_tags_narrow_the_search_and_are_faceted_and_shown_on_the_call_page(
     zh = _recording(ZH_KEY, "AG-1001")
     index.replace_tags("2026-11-27", {jfk_rec.recording_id: ["complaint"],
                                       zh.recording_id: ["complaint", "vulnerable-customer"]})
-    page = client.get("/", params={"q": "收益 | country"}).text
+    page = client.post("/", data={"q": "收益 | country"}).text
     assert "<h2>calls per tag</h2>" in page
-    links = {tag: link for link, tag in re.findall(r'<a href="\?([^"]*)">(complaint|vulnerable-customer)</a>', page)}
-    assert '&amp;tag=complaint">complaint</a> (2)' in page and '">vulnerable-customer</a> (1)' in page
-    narrowed = client.get("/?" + links["vulnerable-customer"].replace("&amp;", "&")).text
+    narrows = {tag: html.unescape(change) for change, tag in re.findall(
+        r'name="narrow" value="([^"]*)" class="link narrow">(complaint|vulnerable-customer)</button>', page)}
+    assert ">complaint</button> (2)" in page and ">vulnerable-customer</button> (1)" in page
+    narrowed = client.post("/", data={"q": "收益 | country", "narrow": narrows["vulnerable-customer"]}).text
     assert narrowed.count('<li class="hit') == 2 and JFK_KEY not in narrowed  # the Chinese call's two hits
     assert '<input type="checkbox" name="tag" value="vulnerable-customer" checked>' in narrowed
-    assert "&amp;tag=complaint&amp;tag=vulnerable-customer" in narrowed  # the facet adds a tag to those asked for
-    jfk_only = client.get("/", params={"q": "country"}).text
+    assert 'value="tag=complaint&amp;tag=vulnerable-customer"' in narrowed  # the facet adds a tag to those asked for
+    jfk_only = client.post("/", data={"q": "country"}).text
     facet = re.search(r'<nav class="facets".*?</nav>', jfk_only, re.S)
-    assert facet and '">complaint</a> (1)' in facet.group() and "vulnerable-customer" not in facet.group()
+    assert facet and ">complaint</button> (1)" in facet.group() and "vulnerable-customer" not in facet.group()
 
-    calls = client.get("/", params={"q": "", "tag": ["vulnerable-customer", ""]}).text  # the form's empty field
+    calls = client.post("/", data={"q": "", "tag": ["vulnerable-customer", ""]}).text  # the form's empty field
     assert calls.count('<li class="call') == 1 and ZH_KEY in calls
     assert '<span class="tag">complaint</span><span class="tag">vulnerable-customer</span>' in calls
-    assert "api/export?q=&amp;tag=vulnerable-customer&amp;format=csv" in calls
+    exported = re.search(r'<form id="exported" method="post" action="api/export" hidden>(.*?)</form>', calls)
+    assert exported and re.findall(r'name="(\w+)" value="([^"]*)"', exported.group(1)) == [
+        ("q", ""), ("tag", "vulnerable-customer")]
     row = AccessLog(open_ledger(settings.ledger)).entries()[-1]
     assert (row.action, row.filters, row.detail) == ("search", {"tags": ["vulnerable-customer"]}, "calls")
-    assert "No calls match tag cancellation." in client.get("/", params={"tag": "cancellation"}).text
+    assert "No calls match tag cancellation." in client.post("/", data={"tag": "cancellation"}).text
 
-    api = client.get("/api/search", params={"q": "收益 | country", "tag": ["complaint", "vulnerable-customer"]})
+    api = client.post("/api/search", json={"q": "收益 | country", "tag": ["complaint", "vulnerable-customer"]})
     assert {h["key"] for h in api.json()["hits"]} == {ZH_KEY}
-    export = client.get("/api/export", params={"q": "country", "tag": "complaint", "format": "json"}).json()
+    export = client.post("/api/export", data={"q": "country", "tag": "complaint", "format": "json"}).json()
     assert {h["key"] for h in export} == {JFK_KEY}
-    assert client.get("/api/search", params={"q": "x", "tag": "t" * 201}).status_code == 422
-    assert client.get("/api/search", params={"q": "", "tag": ""}).status_code == 422
-    assert client.get("/api/search", params={"q": "x", "tag": [f"t{n}" for n in range(21)]}).status_code == 422
-    client.get("/api/search", params={"q": "country", "tag": "4111 1111 1111 1111"})
+    assert client.post("/api/search", json={"q": "x", "tag": ["t" * 201]}).status_code == 422
+    assert client.post("/api/search", json={"q": "", "tag": [""]}).status_code == 422
+    assert client.post("/api/search", json={"q": "x", "tag": [f"t{n}" for n in range(21)]}).status_code == 422
+    client.post("/api/search", json={"q": "country", "tag": ["4111 1111 1111 1111"]})
     assert AccessLog(open_ledger(settings.ledger)).entries()[-1].filters == {"tags": ["[CARD ****1111]"]}
 
-    call = client.get(f"/call/{zh.recording_id}").text
-    assert 'href="./?q=&amp;tag=complaint"' in call and 'href="./?q=&amp;tag=vulnerable-customer"' in call
+    call = client.get(f"/call/{zh.recording_id}").text  # each tag a search of its calls, posted
+    for tag in ("complaint", "vulnerable-customer"):
+        assert (f'<form method="post" action="./" class="go"><input type="hidden" name="tag" value="{tag}">'
+                f'<button type="submit" class="tag"') in call
     index.replace_tags("2026-11-27", {})
     assert '<span class="tags">Tags <b>-</b></span>' in client.get(f"/call/{zh.recording_id}").text
 
@@ -263,9 +283,11 @@ from airflow.api_fastapi.app import create_app, get_auth_manager
 from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
 from fastapi.testclient import TestClient
 client = TestClient(create_app("core"))
-anonymous = client.get("/search/", params={"q": "country"})
+anonymous = client.post("/search/", data={"q": "country"})
 token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="auditor", role="viewer"))
-signed_in = client.get("/search/", params={"q": "country"}, cookies={"_token": token})
+client.cookies.set("_token", token)
+signed_in = client.post("/search/", data={"q": "country"})
+client.cookies.clear()
 audio = client.get("/search/audio/" + %r, headers={"Authorization": "Bearer " + token, "Range": "bytes=0-9"})
 print(json.dumps({"anonymous": anonymous.status_code, "signed_in": signed_in.status_code, "page": signed_in.text,
                   "audio": audio.status_code, "audio_anonymous": client.get("/search/audio/" + %r).status_code}))
@@ -331,10 +353,41 @@ def sign_in_through_the_form(port: int, user: str, password: str) -> dict[str, d
         conn.close()
 
 
-def test_the_fab_auth_manager_grants_each_route_by_role(
-    tmp_path: Path, settings: Settings, world: tuple[SqliteIndex, LocalStore], jfk_rec: Recording, jfk: Path
-) -> None:
-    """The real API server under Airflow's FAB auth manager: roles made by ``airflow-init``'s steps, two users."""
+@dataclass(frozen=True)
+class ApiServer:
+    """A real ``airflow api-server`` with the plugin, under the FAB auth manager: its address, each user's API
+    token, and the file that holds everything it printed (its request log)."""
+
+    base: str
+    port: int
+    tokens: dict[str, str]
+    printed: Path
+
+    def ask(self, method: str, path: str, token: str | None = None, form: dict[str, Any] | None = None,
+            body: dict[str, Any] | None = None, cookie: str | None = None) -> tuple[int, bytes]:
+        """A request as a client makes it: a bearer token or the browser's cookie, a form's fields or JSON."""
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if cookie:
+            headers["Cookie"] = cookie
+        data = None
+        if form is not None:
+            data = urllib.parse.urlencode(form, doseq=True).encode()
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        elif body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(f"{self.base}{path}", data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return int(answer.status), answer.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+
+@pytest.fixture
+def api_server(tmp_path: Path, settings: Settings, world: tuple[SqliteIndex, LocalStore]) -> Iterator[ApiServer]:
+    """The real API server under Airflow's FAB auth manager: roles made by ``airflow-init``'s steps, the users of
+    ``FAB_USERS``; what it prints goes to a file."""
     from services import free_port
 
     home, port = tmp_path / "airflow", free_port()
@@ -366,8 +419,10 @@ def test_the_fab_auth_manager_grants_each_route_by_role(
     for step in steps:
         proc = subprocess.run(step, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
         assert proc.returncode == 0, f"{step}: {proc.stdout[-2000:]}{proc.stderr[-3000:]}"
-    server = subprocess.Popen(["airflow", "api-server", "--port", str(port)], env=env, cwd=tmp_path,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    printed = tmp_path / "api-server.out"
+    with printed.open("wb") as out:
+        server = subprocess.Popen(["airflow", "api-server", "--port", str(port)], env=env, cwd=tmp_path,
+                                  stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180
@@ -377,18 +432,9 @@ def test_the_fab_auth_manager_grants_each_route_by_role(
                     break
             except OSError:
                 if time.monotonic() > deadline or server.poll() is not None:
-                    pytest.fail(f"the API server did not come up (exit {server.poll()})")
+                    pytest.fail(f"the API server did not come up (exit {server.poll()}): "
+                                f"{printed.read_text(errors='replace')[-3000:]}")
                 time.sleep(0.5)
-
-        def get(path: str, token: str | None) -> int:
-            request = urllib.request.Request(f"{base}{path}", headers={"Authorization": f"Bearer {token}"}
-                                             if token else {})
-            try:
-                with urllib.request.urlopen(request, timeout=30) as answer:
-                    return int(answer.status)
-            except urllib.error.HTTPError as exc:
-                return exc.code
-
         tokens = {}
         for user in FAB_USERS:
             request = urllib.request.Request(f"{base}/auth/token", method="POST", headers={
@@ -396,46 +442,59 @@ def test_the_fab_auth_manager_grants_each_route_by_role(
                                                                       "password": f"{user}-pw"}).encode())
             with urllib.request.urlopen(request, timeout=30) as answer:
                 tokens[user] = json.load(answer)["access_token"]
-        rid = jfk_rec.recording_id
-        routes = {"search page": "/search/?q=country", "search api": "/search/api/search?q=country",
-                  "play": f"/search/audio/{rid}?t=3.5", "play original": f"/search/audio/{rid}/original",
-                  "access log": "/search/access-log"}
-        answers = {user: {name: get(path, token) for name, path in routes.items()} for user, token in tokens.items()}
-        assert answers == {
-            "alice": {"search page": 200, "search api": 200, "play": 200, "play original": 403, "access log": 403},
-            "bob": {"search page": 403, "search api": 403, "play": 403, "play original": 200, "access log": 200},
-            "olga": dict.fromkeys(routes, 403),  # the operator runs the DAGs and reads no call
-            "ada": dict.fromkeys(routes, 200),  # FAB's Admin holds every permission there is
-            # team leads (include/teams.yaml): JFK's agent is in wendy's team, not in lee's, to whom it is unknown
-            "lee": {"search page": 200, "search api": 200, "play": 404, "play original": 403, "access log": 403},
-            "wendy": {"search page": 200, "search api": 200, "play": 200, "play original": 403, "access log": 403},
-        }
-        for user, keys in {"lee": {ZH_KEY}, "wendy": {JFK_KEY}, "alice": {ZH_KEY, JFK_KEY}}.items():
-            search = urllib.request.Request(f"{base}/search/api/search?q=country%20%7C%20%E6%94%B6%E7%9B%8A",
-                                            headers={"Authorization": f"Bearer {tokens[user]}"})
-            with urllib.request.urlopen(search, timeout=30) as answer:
-                assert {h["key"] for h in json.load(answer)["hits"]} == keys, user
-        assert {name: get(path, None) for name, path in routes.items()} == dict.fromkeys(routes, 401)
-        airflow_routes = {"dags": "/api/v2/dags", "runs": "/api/v2/dags/~/dagRuns", "pools": "/api/v2/pools",
-                          "connections": "/api/v2/connections", "variables": "/api/v2/variables",
-                          "config": "/api/v2/config", "roles": "/auth/fab/v1/roles"}
-        assert {name: get(path, tokens["olga"]) for name, path in airflow_routes.items()} == {
-            "dags": 200, "runs": 200, "pools": 200, "connections": 200, "variables": 403, "config": 403, "roles": 403}
-
-        # The browser's way in: the session cookie is Secure, HttpOnly and SameSite=Lax even over plain HTTP
-        # (browsers keep a Secure cookie for http://localhost); the API token's cookie is HttpOnly and Lax.
-        cookies = sign_in_through_the_form(port, "alice", "alice-pw")
-        for step, jar in cookies.items():
-            session = jar["session"]
-            assert (session["secure"], session["httponly"], session["samesite"].lower()) == (True, True, "lax"), step
-        jwt = cookies["signed in"]["_token"]
-        assert jwt["httponly"] and jwt["samesite"].lower() == "lax"
-        page = urllib.request.Request(f"{base}/search/?q=country", headers={"Cookie": f"_token={jwt.value}"})
-        with urllib.request.urlopen(page, timeout=30) as answer:
-            assert answer.status == 200
+        yield ApiServer(base, port, tokens, printed)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
+
+
+def test_the_fab_auth_manager_grants_each_route_by_role(
+    api_server: ApiServer, settings: Settings, jfk_rec: Recording, jfk: Path
+) -> None:
+    """The real API server under Airflow's FAB auth manager: each user's roles open the routes they grant."""
+    server, tokens, port = api_server, api_server.tokens, api_server.port
+    rid = jfk_rec.recording_id
+    routes: dict[str, tuple[str, str, dict[str, Any] | None, dict[str, Any] | None]] = {
+        "search page": ("POST", "/search/", {"q": "country"}, None),
+        "search api": ("POST", "/search/api/search", None, {"q": "country"}),
+        "play": ("GET", f"/search/audio/{rid}?t=3.5", None, None),
+        "play original": ("GET", f"/search/audio/{rid}/original", None, None),
+        "access log": ("GET", "/search/access-log", None, None)}
+
+    def status(name: str, token: str | None) -> int:
+        method, path, form, body = routes[name]
+        return server.ask(method, path, token, form=form, body=body)[0]
+
+    answers = {user: {name: status(name, token) for name in routes} for user, token in tokens.items()}
+    assert answers == {
+        "alice": {"search page": 200, "search api": 200, "play": 200, "play original": 403, "access log": 403},
+        "bob": {"search page": 403, "search api": 403, "play": 403, "play original": 200, "access log": 200},
+        "olga": dict.fromkeys(routes, 403),  # the operator runs the DAGs and reads no call
+        "ada": dict.fromkeys(routes, 200),  # FAB's Admin holds every permission there is
+        # team leads (include/teams.yaml): JFK's agent is in wendy's team, not in lee's, to whom it is unknown
+        "lee": {"search page": 200, "search api": 200, "play": 404, "play original": 403, "access log": 403},
+        "wendy": {"search page": 200, "search api": 200, "play": 200, "play original": 403, "access log": 403},
+    }
+    for user, keys in {"lee": {ZH_KEY}, "wendy": {JFK_KEY}, "alice": {ZH_KEY, JFK_KEY}}.items():
+        code, found = server.ask("POST", "/search/api/search", tokens[user], body={"q": "country | 收益"})
+        assert code == 200 and {h["key"] for h in json.loads(found)["hits"]} == keys, user
+    assert {name: status(name, None) for name in routes} == dict.fromkeys(routes, 401)
+    airflow_routes = {"dags": "/api/v2/dags", "runs": "/api/v2/dags/~/dagRuns", "pools": "/api/v2/pools",
+                      "connections": "/api/v2/connections", "variables": "/api/v2/variables",
+                      "config": "/api/v2/config", "roles": "/auth/fab/v1/roles"}
+    assert {name: server.ask("GET", path, tokens["olga"])[0] for name, path in airflow_routes.items()} == {
+        "dags": 200, "runs": 200, "pools": 200, "connections": 200, "variables": 403, "config": 403, "roles": 403}
+
+    # The browser's way in: the session cookie is Secure, HttpOnly and SameSite=Lax even over plain HTTP
+    # (browsers keep a Secure cookie for http://localhost); the API token's cookie is HttpOnly and Lax.
+    cookies = sign_in_through_the_form(port, "alice", "alice-pw")
+    for step, jar in cookies.items():
+        session = jar["session"]
+        assert (session["secure"], session["httponly"], session["samesite"].lower()) == (True, True, "lax"), step
+    jwt = cookies["signed in"]["_token"]
+    assert jwt["httponly"] and jwt["samesite"].lower() == "lax"
+    assert server.ask("POST", "/search/", form={"q": "country"}, cookie=f"_token={jwt.value}")[0] == 200
+
     log = [(e.user, e.action, e.recording_id, e.query, e.detail)
            for e in AccessLog(open_ledger(settings.ledger)).entries()]
     assert ("alice", "search", None, "country", None) in log and ("alice", "search", None, "country", "api") in log
@@ -448,6 +507,37 @@ def test_the_fab_auth_manager_grants_each_route_by_role(
                         for e in AccessLog(open_ledger(settings.ledger)).entries())
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     (ARTEFACTS / "access-log-excerpt.txt").write_text(excerpt + "\n")
+
+
+def test_what_people_type_never_reaches_the_api_servers_request_log(api_server: ApiServer,
+                                                                   jfk_rec: Recording) -> None:
+    """The API server prints a line for every request it answers. A Call Reader signed in through the login
+    form searches for a card number, a customer's name and a phone number with the page's form and with the
+    API, and opens a call from a result; a query string typed into an address by hand is hidden as well. Not
+    one of the words or digits, and no ``q=``, is in what the server printed."""
+    server = api_server
+    cookie = f"_token={sign_in_through_the_form(server.port, 'alice', 'alice-pw')['signed in']['_token'].value}"
+    typed = ["card 4111 1111 1111 1111", "Margaret Hollingsworth", "call me on 555 867 5309"]
+    for words in typed:
+        assert server.ask("POST", "/search/", form={"q": words}, cookie=cookie)[0] == 200  # the page's form
+        assert server.ask("POST", "/search/api/search", server.tokens["alice"], body={"q": words})[0] == 200
+        assert server.ask("POST", "/search/api/counts", server.tokens["alice"], form={"q": words})[0] == 200
+    code, page = server.ask("POST", "/search/", form={"q": "Margaret | country"}, cookie=cookie)
+    opened = re.search(r'<a class="open" href="(call/[0-9a-f]{24}\?t=[\d.]+)">', page.decode())
+    assert code == 200 and opened, page.decode()[-2000:]
+    code, call = server.ask("POST", f"/search/{opened.group(1)}", form={"q": "Margaret | country"}, cookie=cookie)
+    assert code == 200 and '<mark class="match">country</mark>' in call.decode()  # the words marked
+    by_hand = "/search/?q=card+4111+1111+1111+1111&agent=Hollingsworth"
+    assert server.ask("GET", by_hand, cookie=cookie)[0] == 200
+    deadline = time.monotonic() + 30
+    while "/search/call/" not in server.printed.read_text(errors="replace"):  # the last request's line
+        assert time.monotonic() < deadline, server.printed.read_text(errors="replace")[-3000:]
+        time.sleep(0.2)
+    printed = server.printed.read_text(errors="replace")
+    assert "/search/api/search" in printed and "…" in printed  # it logs the page's requests, a query hidden
+    for said in ("4111+1111", "4111 1111", "4111%201111", "1111+1111", "Margaret", "Hollingsworth", "555+867", "555 867",
+                 "867+5309", "867%205309", "q=", "country"):
+        assert said not in printed, (said, [line for line in printed.splitlines() if said in line][:3])
 
 
 @pytest.fixture
@@ -490,8 +580,7 @@ def test_browser_search_click_and_play_from_the_hit(
             browser.send("Input.dispatchKeyEvent", type=kind, key="Enter", code="Enter", windowsVirtualKeyCode=13,
                          text="\r" if kind == "keyDown" else "")
         assert browser.wait_for("document.querySelectorAll('.hit').length") == 2
-        assert browser.js("location.search") == ("?q=%22your+country%22&date_from=&date_to=&agent=&speaker=&quality="
-                                                 "&non_talk_percent=&agent_interruptions=&min_score=&max_score=&rule=&tag=")
+        assert browser.js("location.href") == url  # the search was posted: nothing of it in the address
 
         hit = "li.hit[data-start='7.900']"
         assert browser.js(f"document.querySelector({json.dumps(hit)}).innerText").startswith("▶ 0:07.9–0:10.6")
@@ -506,13 +595,13 @@ def test_browser_search_click_and_play_from_the_hit(
         assert player["seeked"] == pytest.approx(7.9, abs=0.05)
         assert 8.0 < player["current"] < 10.6  # and plays on from there
         assert player["duration"] == pytest.approx(11.0, abs=0.1)
-        assert player["src"] == f"{url}audio/{jfk_rec.recording_id}?t=7.9"
+        assert re.fullmatch(rf"{url}audio/{jfk_rec.recording_id}\?t=7\.9&play=[a-z]{{20}}", player["src"])
         log = [(e.user, e.action, e.query, e.recording_id, e.detail)
                for e in AccessLog(open_ledger(settings.ledger)).entries()]
         assert (getpass.getuser(), "search", '"your country"', None, None) in log  # who searched what, and played
         plays = [d for user, action, _, rid, d in log if (user, action, rid) == (getpass.getuser(), "play",
                                                                                  jfk_rec.recording_id)]
-        assert plays and all(d.startswith("as uploaded from 7.9 s, bytes ") for d in plays)  # each request the player made
+        assert len(plays) == 1 and plays[0].startswith("as uploaded from 7.9 s, bytes ")  # one play, one row
         assert browser.js("document.querySelector('.hit.playing').dataset.start") == "7.900"
         assert browser.js("document.getElementById('now').textContent") == f"{JFK_KEY} at 0:07.9"
         assert any(r["range"].startswith("bytes=") for r in audio_requests)
@@ -533,18 +622,18 @@ def test_browser_search_click_and_play_from_the_hit(
 
 
 def test_every_response_carries_the_security_headers(client: TestClient, jfk_rec: Recording) -> None:
-    page = client.get("/?q=country")
+    page = client.post("/", data={"q": "country"})
     policy = page.headers["content-security-policy"]
     nonce = re.search(r"script-src 'nonce-([\w-]+)'", policy)
     assert nonce and f'<script nonce="{nonce.group(1)}">' in page.text and f'<style nonce="{nonce.group(1)}">' in page.text
     assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
-    for answer in (page, client.get(f"/audio/{jfk_rec.recording_id}"), client.get("/api/search?q=x"),
+    for answer in (page, client.get(f"/audio/{jfk_rec.recording_id}"), client.post("/api/search", json={"q": "x"}),
                    client.get("/no-such-route")):
         assert answer.headers["x-content-type-options"] == "nosniff", answer.url
         assert answer.headers["x-frame-options"] == "DENY", answer.url
         assert "content-security-policy" in answer.headers, answer.url
         assert answer.headers["cache-control"] == "no-store", answer.url  # no copy of a call outlives its erasure
-    assert client.get("/?q=country").headers["content-security-policy"] != policy  # a nonce per response
+    assert client.get("/").headers["content-security-policy"] != policy  # a nonce per response
     assert client.get("/openapi.json").status_code == 404 and client.get("/docs").status_code == 404
 
 
@@ -585,15 +674,18 @@ def test_the_audio_route_serves_decoded_audio_only(settings: Settings, world: tu
     assert gone.status_code == 404 and "not stored" in gone.json()["detail"]
 
 
-@pytest.mark.parametrize(("url", "status"), [
-    ("/?recording_id=x&t=inf", 422), ("/?recording_id=x&t=nan", 422), ("/?recording_id=x&t=-1", 422),
-    ("/?q=" + "(" * 400 + "country" + ")" * 400, 400), ("/?q=country&date_from=2026-13-01", 400),
-    ("/?q=&date_from=2026-11-30&date_to=2026-11-01", 400), ("/?q=country&speaker=cust", 400), ("/?q=country&after=not-a-cursor", 400),
-    ("/?q=country&after=WyJ4Il0", 400), ("/?q=" + "a" * 1001, 400),
-    ("/api/search?q=country&after=WyJ4IiwgeyJhIjogMX1d", 400), ("/api/search?q=" + "a" * 1001, 422),
+@pytest.mark.parametrize(("url", "body", "status"), [
+    ("/?recording_id=x&t=inf", None, 422), ("/?recording_id=x&t=nan", None, 422), ("/?recording_id=x&t=-1", None, 422),
+    ("/", {"q": "(" * 400 + "country" + ")" * 400}, 400), ("/", {"q": "country", "date_from": "2026-13-01"}, 400),
+    ("/", {"date_from": "2026-11-30", "date_to": "2026-11-01"}, 400), ("/", {"q": "country", "speaker": "cust"}, 400),
+    ("/", {"q": "country", "after": "not-a-cursor"}, 400), ("/", {"q": "country", "after": "WyJ4Il0"}, 400),
+    ("/", {"q": "a" * 1001}, 400), ("/", {"q": "country", "min_score": "high"}, 422),
+    ("/api/search", {"q": "country", "after": "WyJ4IiwgeyJhIjogMX1d"}, 400), ("/api/search", {"q": "a" * 1001}, 422),
+    ("/api/search", {"q": "country", "size": "many"}, 422),
 ])
-def test_bad_input_is_a_4xx_with_a_message_never_a_500(client: TestClient, url: str, status: int) -> None:
-    answer = client.get(url)
+def test_bad_input_is_a_4xx_with_a_message_never_a_500(client: TestClient, url: str, body: dict[str, str] | None,
+                                                       status: int) -> None:
+    answer = client.get(url) if body is None else client.post(url, data=body)
     assert answer.status_code == status, answer.text[:300]
 
 
@@ -658,7 +750,7 @@ def stereo(settings: Settings, world: tuple[SqliteIndex, LocalStore], jfk: Path)
 
 
 def test_the_call_page_shows_the_whole_conversation(client: TestClient, stereo: Recording) -> None:
-    page = client.get(f"/call/{stereo.recording_id}", params={"q": "returns", "t": 5.5})
+    page = client.post(f"/call/{stereo.recording_id}?t=5.5", data={"q": "returns"})  # opened from a search
     assert page.status_code == 200
     html = page.text
     said = re.findall(r'class="seg[^"]*" data-start="([\d.]+)"', html)
@@ -670,7 +762,9 @@ def test_the_call_page_shows_the_whole_conversation(client: TestClient, stereo: 
     assert 'class="seg flagged" data-start="5.500"' in html and "promise-of-return at 0:05.5" in html
     assert "needs_review" in html and "speech_rate" in html and "AG-1007" in html and "收益多少" in html
     assert '<svg id="timeline"' in html and html.count('class="talk agent"') == 2 and 'class="overlap"' in html
-    assert 'class="finding high"' in html and 'src="audio/' + stereo.recording_id + '?t=5.5"' in html
+    assert 'class="finding high"' in html
+    assert re.search(rf'<audio id="player" controls preload="none" src="audio/{stereo.recording_id}\?t=5\.5&amp;'
+                     r'play=[a-z]{20}">', html)  # nothing fetched before a play, and the play named
     assert "30 %" in html and "1 interruptions" in html
     assert client.get("/call/0123456789abcdef01234567").status_code == 404
 
@@ -707,15 +801,15 @@ def test_a_line_break_in_a_segment_cannot_forge_a_cue(
 
 
 def test_a_searchs_whole_result_exports_as_csv_and_json(client: TestClient, stereo: Recording) -> None:
-    csv_text = client.get("/api/export", params={"q": "returns | 收益", "format": "csv"}).text
+    csv_text = client.post("/api/export", data={"q": "returns | 收益", "format": "csv"}).text
     rows = list(csv.DictReader(io.StringIO(csv_text)))
     assert {r["key"] for r in rows} == {STEREO_KEY, ZH_KEY} and len(rows) == 5
     assert [r["text"] for r in rows if "HYPERLINK" in r["text"]] == ["'=HYPERLINK(\"x\") returns <b>now</b>."]
     assert all(not r["text"].startswith("=") for r in rows)  # a spreadsheet runs no formula from a transcript
-    data = client.get("/api/export", params={"q": "returns | 收益", "format": "json", "agent": "AG-1007"}).json()
+    data = client.post("/api/export", json={"q": "returns | 收益", "format": "json", "agent": "AG-1007"}).json()
     assert {h["key"] for h in data} == {STEREO_KEY} and {h["quality"] for h in data} == {"needs_review"}
-    assert client.get("/api/export", params={"q": "x", "format": "xml"}).status_code == 400
-    narrowed = client.get("/api/search", params={"q": "returns | 收益", "min_non_talk_share": 0.25}).json()["hits"]
+    assert client.post("/api/export", json={"q": "x", "format": "xml"}).status_code == 400
+    narrowed = client.post("/api/search", json={"q": "returns | 收益", "min_non_talk_share": 0.25}).json()["hits"]
     assert {h["key"] for h in narrowed} == {STEREO_KEY}
 
 
@@ -725,7 +819,10 @@ def test_browser_renders_a_chinese_call_page(served: tuple[str, list[dict[str, s
     browser = Browser(tmp_path / "chromium-profile")
     try:
         browser.send("Page.enable")
-        browser.send("Page.navigate", url=f"{url}call/{zh.recording_id}?q=%E6%94%B6%E7%9B%8A")
+        browser.send("Page.navigate", url=url)
+        browser.wait_for("document.readyState === 'complete' && !!document.getElementById('search')")
+        browser.js(f"(() => {{ const f = document.getElementById('search'); f.action = 'call/{zh.recording_id}';"
+                   " f.querySelector('[name=q]').value = '收益'; f.submit(); })()")  # opened from a search for 收益
         browser.wait_for("document.readyState === 'complete' && document.querySelectorAll('.seg').length === 2")
         assert browser.js("document.documentElement.lang") == "zh"
         assert browser.js("document.querySelector('.turn.customer .said').innerText").strip() == "收益多少？"

@@ -16,7 +16,6 @@ from datetime import date, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
-from urllib.parse import urlencode
 
 import yaml
 from rich.console import Console
@@ -249,11 +248,10 @@ def print_hits(args: argparse.Namespace, page: Any) -> None:
              "review" if h.quality == GateOutcome.FLAGGED else "",
              _format_highlight(h.highlight, tty) + HOW_MATCHED.get(h.match or "exact", "")] for h in page.hits]
     print(table(["DATE", "AGENT", "SPEAKER", "TIME", "RECORDING", "QUALITY", "TEXT"], rows))
-    if args.urls:  # the call page of each hit, opened at its second with the search's words marked
+    if args.urls:  # the call page of each hit, opened at its second (the words searched never go in a URL)
         base = get_settings().web.search_url.rstrip("/")
         for h in page.hits:
-            asked = {"q": args.query, **({"sounds_like": "1"} if args.sounds_like else {}), "t": f"{h.start:.1f}"}
-            print(f"{base}/call/{h.recording_id}?{urlencode(asked)}")
+            print(f"{base}/call/{h.recording_id}?t={h.start:.1f}")
     if page.next_after:
         print(f"more hits: add --after {page.next_after}")
 
@@ -314,9 +312,14 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
     from asr_tasks.web.app import create_app
 
+    from asr_tasks.web.request_log import hide_query_strings
+
     print(f"search page on http://{args.host}:{args.port}/ (Ctrl-C stops it)")
     hosts = sorted({args.host, "127.0.0.1", "localhost"})  # any other Host header: DNS rebinding, refused
-    uvicorn.run(create_app(get_settings(), allowed_hosts=hosts), host=args.host, port=args.port, log_level="warning")
+    server = uvicorn.Server(uvicorn.Config(create_app(get_settings(), allowed_hosts=hosts), host=args.host,
+                                           port=args.port, log_level="warning"))
+    hide_query_strings()  # after uvicorn set up its loggers: its access log never prints a query string
+    server.run()
     return 0
 
 

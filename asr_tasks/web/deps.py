@@ -1,6 +1,6 @@
 """What a route takes from its app, as FastAPI dependencies: the settings, the index, the store, the ledger and
-the access log (all on ``app.state``, set up by ``create_app``), the signed-in user, and the query parameters
-several routes share.
+the access log (all on ``app.state``, set up by ``create_app``), the signed-in user, and the search that several
+routes take in their body (``Searched``: what people type never travels in a URL).
 
 The index and the store come as openers that a route calls where it first needs them, and the app keeps what
 they opened: a request that needs neither (the bare search form, an unknown recording's audio, a refused
@@ -11,18 +11,20 @@ format) opens neither, so a backend that cannot be reached breaks only the answe
 from __future__ import annotations
 
 import getpass
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Annotated
+from typing import Annotated, Any, TypeVar, get_origin
 
 from fastapi import Depends, HTTPException, Query, Request, params
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.datastructures import State
 
 from asr_tasks.config import Settings
 from asr_tasks.index.backends import open_index
 from asr_tasks.index.base import TranscriptIndex
-from asr_tasks.index.query import MAX_QUERY_CHARS, Filters, check_query, checked_filters
-from asr_tasks.inputs import DEFAULT_PAGE_SIZE, MAX_TEXT_CHARS, InputError, page_size, speaker_names
+from asr_tasks.index.query import Filters, check_query, checked_filters
+from asr_tasks.inputs import MAX_TEXT_CHARS, InputError, speaker_names
 from asr_tasks.intake.stores import ObjectStore, open_store
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.ledger import Ledger, open_ledger
@@ -106,48 +108,97 @@ async def access_log(request: Request) -> AccessLog:
 
 
 def refused(exc: InputError) -> HTTPException:
-    """422 with the message the command line prints for the same value (the parameter named as in the URL)."""
+    """422 with the message the command line prints for the same value (the field named as the request names it)."""
     return HTTPException(status_code=422, detail=str(exc))
 
 
-def query_filters(
-    settings: Settings = Depends(app_settings),
-    date_from: str | None = None,
-    date_to: str | None = None,
-    agent: str | None = None,
-    speaker: str | None = None,
-    quality: str | None = None,
-    min_non_talk_share: float | None = None,
-    min_agent_interruptions: int | None = None,
-    min_customer_interruptions: int | None = None,
-    rule: str | None = None,
-    tag: list[str] = Query([]),
-    sounds_like: bool = False,
-    min_score: float | None = None,
-    max_score: float | None = None,
-) -> Filters:
-    """The filters of the JSON API, from the query string (shares 0-1: ``min_non_talk_share=0.3`` is 30 %; ``tag``
-    repeated: calls with every one), checked as ``asr search`` checks its options."""
-    filters = Filters(date_from, date_to, agent, speaker, quality, min_non_talk_share, min_agent_interruptions,
-                      min_customer_interruptions, rule, tuple(tag), sounds_like, min_score, max_score)
-    try:
-        return checked_filters(filters, speaker_names(settings.audio))
-    except InputError as exc:
-        raise refused(exc) from exc
+class Searched(BaseModel):
+    """A search as the JSON API takes it, in the request's body (JSON, or a form's fields; never the URL, whose
+    query string a server's request log prints): its words and its filters, named as ``asr search``'s options
+    are (shares 0-1: ``min_non_talk_share`` 0.3 is 30 %; ``tag`` a list: calls with every one)."""
+
+    model_config = ConfigDict(extra="forbid")
+    q: str = ""  # none: a search by its filters alone
+    date_from: str | None = None
+    date_to: str | None = None
+    agent: str | None = None
+    speaker: str | None = None
+    quality: str | None = None
+    min_non_talk_share: float | None = None
+    min_agent_interruptions: int | None = None
+    min_customer_interruptions: int | None = None
+    rule: str | None = None
+    tag: list[str] = []
+    sounds_like: bool = False
+    min_score: float | None = None
+    max_score: float | None = None
+
+    def filters(self, settings: Settings) -> Filters:
+        """The filters, checked as ``asr search`` checks its options (422 with the same words)."""
+        filters = Filters(self.date_from, self.date_to, self.agent, self.speaker, self.quality,
+                          self.min_non_talk_share, self.min_agent_interruptions, self.min_customer_interruptions,
+                          self.rule, tuple(self.tag), self.sounds_like, self.min_score, self.max_score)
+        try:
+            return checked_filters(filters, speaker_names(settings.audio))
+        except InputError as exc:
+            raise refused(exc) from exc
+
+    def query(self) -> str:
+        """The words, checked as ``asr search`` checks them (length, nesting, something to look for)."""
+        return search_query(self.q)
+
+
+FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
+Asked = TypeVar("Asked", bound=BaseModel)
+
+
+def _is_list(model: type[BaseModel], name: str) -> bool:
+    field = model.model_fields.get(name)
+    return field is not None and get_origin(field.annotation) is list
+
+
+async def body_fields(request: Request, model: type[BaseModel]) -> dict[str, Any]:
+    """The request's body as fields: a JSON object, or a form's fields (an empty field left out, as not given;
+    a list field from its repeated name). 415 for anything else, 400 for a body that is not what it says."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind == "application/json":
+        try:
+            data = await request.json()
+        except ValueError:
+            raise HTTPException(status_code=400, detail="the body is not JSON") from None
+        if not isinstance(data, dict):
+            raise HTTPException(status_code=400, detail="the body is not a JSON object")
+        return data
+    if kind in FORMS:
+        form = await request.form()
+        fields: dict[str, Any] = {}
+        for name in form:
+            values = [v for v in form.getlist(name) if isinstance(v, str) and v != ""]
+            if _is_list(model, name):
+                fields[name] = values
+            elif values:
+                fields[name] = values[-1]
+        return fields
+    raise HTTPException(status_code=415, detail="send the fields in the body, as JSON or as a form's fields")
+
+
+def posted(model: type[Asked]) -> Callable[[Request], Awaitable[Asked]]:
+    """A dependency that answers ``model`` from the request's body (``body_fields``); 422 naming what is wrong, as
+    FastAPI answers for a parameter."""
+
+    async def read(request: Request) -> Asked:
+        try:
+            return model.model_validate(await body_fields(request, model))
+        except ValidationError as exc:
+            raise RequestValidationError(exc.errors(include_url=False, include_context=False)) from exc
+
+    return read
 
 
 def search_query(q: str) -> str:
     """A search's query, checked as ``asr search`` checks it (length, nesting, something to look for)."""
     try:
         return check_query(q, "q")
-    except InputError as exc:
-        raise refused(exc) from exc
-
-
-def hits_per_page(size: int = DEFAULT_PAGE_SIZE) -> int:
-    """Hits per page, bounded as ``asr search --limit`` is."""
-    try:
-        return page_size(size, "size")
     except InputError as exc:
         raise refused(exc) from exc
 
@@ -172,9 +223,5 @@ IndexOpener = Annotated[Callable[[], TranscriptIndex], Depends(index_opener)]
 StoreOpener = Annotated[Callable[[], ObjectStore], Depends(store_opener)]
 AppLedger = Annotated[Ledger, Depends(ledger)]
 Access = Annotated[AccessLog, Depends(access_log)]
-SearchFilters = Annotated[Filters, Depends(query_filters)]
-CheckedQuery = Annotated[str, Depends(search_query)]  # a search's query, refused with why (422)
-PageSize = Annotated[int, Depends(hits_per_page)]
-SearchQuery = Annotated[str, Query(max_length=MAX_QUERY_CHARS)]  # the words a call page marks
 Filter = Annotated[str, Query(max_length=MAX_TEXT_CHARS)]  # a filter of the page's form ("" when left empty)
 Second = Annotated[float, Query(ge=0.0, le=86400.0, allow_inf_nan=False)]  # where in a recording to start

@@ -9,7 +9,8 @@ code's), refuses what is not safe to serve (a quarantined upload; the original
 where personal data was found and no redacted rendition is stored, or where the
 object under its key is no longer the version that was indexed: 409), and
 writes one access-log row per request before anything goes out, naming what
-was served (which bytes of which rendition, from which second; which page). A Team Lead's door opens onto
+was served (which bytes of which rendition, from which second; which page); a play is one row however many
+range requests the player makes for it (``Door.audio``). A Team Lead's door opens onto
 their teams' calls only (``scope.py``): another team's call is unknown to it.
 A production (``records/production.py``: ``asr produce`` and the page's zip) takes its calls through a door
 too, and logs each call it writes. ``tests/test_door.py`` calls every route of the app and fails when one answers
@@ -18,8 +19,10 @@ with a call's content and no row.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from functools import partial
 from typing import Annotated, Any
 
@@ -48,6 +51,13 @@ MAGIC: list[tuple[int, bytes, str]] = [
     (4, b"ftyp", "audio/mp4"), (0, b"#!AMR", "audio/amr"), (0, b"\x1a\x45\xdf\xa3", "audio/webm"),
     (0, b".snd", "audio/basic"), (8, b"AIFF", "audio/aiff"), (0, b"riff", "audio/wav"),  # Wave64
 ]
+# A play's nonce: letters only (no run of digits a masking policy could take for a number), made by the page per
+# play; its rows are looked up this long back, and a nonce older than that is a play again.
+PLAY_NONCE_LETTERS = 20
+PLAY_NONCE = rf"^([a-z]{{{PLAY_NONCE_LETTERS}}})?$"
+PLAY_WINDOW = timedelta(hours=12)
+_plays = threading.Lock()  # a play's first requests, checked and logged one at a time in a process
+
 # The file extension of each media type served, for a file named anew (a production's natives).
 EXTENSIONS = {"audio/wav": "wav", "audio/flac": "flac", "audio/ogg": "ogg", "audio/mpeg": "mp3", "audio/mp4": "m4a",
               "audio/amr": "amr", "audio/webm": "webm", "audio/basic": "au", "audio/aiff": "aiff", "audio/aac": "aac"}
@@ -182,8 +192,20 @@ class Door:
                                                         "is not the version that was indexed; not served")
         return Audio(bucket, key, rendition, media_type, stored.size)
 
-    def audio(self, recording_id: str, t: float, *, original: bool) -> Response:
-        """The recording's audio as the page plays it (``original``: as uploaded), the bytes a Range asks for."""
+    def played(self, recording_id: str, rendition: str, play: str) -> bool:
+        """Whether the user's play ``play`` of this rendition has its row already (written by an earlier range
+        request of it, in any server process: the access log is the one place they all see)."""
+        since = datetime.now(timezone.utc) - PLAY_WINDOW
+        return any((e.detail or "").startswith(f"{rendition} from ") and (e.detail or "").endswith(f", play {play}")
+                   for e in self.access.entries(since=since, user=self.user, recording_id=recording_id,
+                                                actions=("play",)))
+
+    def audio(self, recording_id: str, t: float, *, original: bool, play: str = "") -> Response:
+        """The recording's audio as the page plays it (``original``: as uploaded), the bytes a Range asks for.
+
+        ``play`` is the page's nonce of one play: its first request writes the ``play`` row (naming the nonce)
+        and the player's later range requests of it write none. A request without one (a download) is a play of
+        its own."""
         served = self.served(self.recording(recording_id), original=original)
         size = served.size
         try:
@@ -191,7 +213,13 @@ class Door:
         except Unsatisfiable as exc:
             raise HTTPException(status_code=416, detail=f"recording {recording_id}: {exc}",
                                 headers={"Content-Range": f"bytes */{size}"}) from exc
-        self.log("play", recording_id=recording_id, detail=f"{served.rendition} from {t:.1f} s, {sent.describe()}")
+        detail = f"{served.rendition} from {t:.1f} s, {sent.describe()}"
+        if not play:
+            self.log("play", recording_id=recording_id, detail=detail)
+        else:
+            with _plays:
+                if not self.played(recording_id, served.rendition, play):
+                    self.log("play", recording_id=recording_id, detail=f"{detail}, play {play}")
         headers = {"Content-Disposition": f'attachment; filename="{recording_id}"', "Accept-Ranges": "bytes",
                    "Content-Length": str(sent.length if size else 0)}
         if sent.ranged:

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
 
 from fastapi import Depends, HTTPException, Request, params
 from fastapi.responses import HTMLResponse
@@ -40,16 +39,6 @@ HEADER = (Link("search", "./", "Search", READERS), Link("findings", "reports/qa"
           Link("trends", "trends", "Trends", READERS), Link("progress", "progress", "Progress", ("read",)),
           Link("watches", "watches", "Saved searches", READERS), Link("reviews", "reviews", "Reviews", ("review",)),
           Link("access-log", "access-log", "Access log", ("access_log",)))
-# The search form's fields: what a link back to a search carries, and nothing else.
-SEARCH_FIELDS = ("q", "sounds_like", "date_from", "date_to", "agent", "speaker", "quality", "rule", "tag", "non_talk_percent",
-                 "agent_interruptions", "min_score", "max_score", "after")
-
-
-def back_to_search(back: str) -> str:
-    """The search a page was opened from (``back``: its query string) as a link relative to ``<base href>``:
-    only the search form's fields are kept, so the link can only ever lead to the search page."""
-    kept = [(name, value) for name, value in parse_qsl(back, keep_blank_values=True) if name in SEARCH_FIELDS]
-    return f"./?{urlencode(kept)}" if any(value for _, value in kept) else "./"
 
 
 def _holds(check: Callable[..., Any], values: dict[str, Any]) -> bool:

@@ -1,13 +1,14 @@
-"""Downloads, for the export permission: a search's whole result (every page) as CSV or JSON, a call's
-transcript as TXT, SRT, WebVTT or JSON, and the QA team's findings, reviews and scores of a range of days as CSV
-or Parquet. Each export goes to the access log (``door.py``)."""
+"""Downloads, for the export permission: a search's whole result (every page) as CSV or JSON (the search posted,
+never in the URL), a call's transcript as TXT, SRT, WebVTT or JSON, and the QA team's findings, reviews and scores
+of a range of days as CSV or Parquet. Each export goes to the access log (``door.py``), and none answers a
+request another site's page made (``DOWNLOADS``: ``app.py``)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import Response, StreamingResponse
 
 from asr_tasks.audit.qa_exports import FORMATS, TABLES, encode, table_rows
@@ -16,27 +17,39 @@ from asr_tasks.audit.rules import Finding
 from asr_tasks.audit.score_overrides import ScoreOverrides
 from asr_tasks.audit.scores import day_scores
 from asr_tasks.index.export import FORMATS as EXPORT_HIT_FORMATS
+from asr_tasks.records.production import searched
 from asr_tasks.records.teams import configured_teams
 from asr_tasks.index.export import export
 from asr_tasks.web.call_page import EXPORT_FORMATS, export_transcript
-from asr_tasks.web.deps import CheckedQuery, SearchFilters
+from asr_tasks.web.deps import AppSettings, Searched, posted
 from asr_tasks.web.door import CallDoor
 from asr_tasks.web.routers.progress import DAY_PATTERN, calendar_day
 from asr_tasks.web.routers.reports import stored_days, stored_report
 
 PERMISSION = "export"
+DOWNLOADS = True  # every route, whatever its method, refuses a cross-site request (``same_site``)
 TRANSCRIPT_MEDIA = {"txt": "text/plain", "srt": "application/x-subrip", "vtt": "text/vtt", "json": "application/json"}
 
 MAX_EXPORT_DAYS = 366  # days one QA export spans at most
 router = APIRouter()
 
 
-@router.get("/api/export")
-def export_hits(q: CheckedQuery, filters: SearchFilters, door: CallDoor, format: str = "csv") -> StreamingResponse:
+class ExportAsked(Searched):
+    """A search to export whole (its words and filters, in the body as every search is), and in which format."""
+
+    format: str = "csv"
+
+
+@router.post("/api/export")
+def export_hits(door: CallDoor, settings: AppSettings,
+                asked: Annotated[ExportAsked, Depends(posted(ExportAsked))]) -> StreamingResponse:
     """Every hit of the search (all pages), streamed as CSV or JSON."""
+    format = asked.format
     if format not in EXPORT_HIT_FORMATS:
         raise HTTPException(status_code=400, detail=f"format {format!r}: csv or json")
-    door.log("export", query=q, filters=asdict(filters), detail=f"search results as {format}")
+    q, filters = asked.query(), asked.filters(settings)
+    door.log("export", query=q, filters=asdict(filters), detail=f"search results as {format}",
+             subjects=searched(door.index(), q, filters))  # the calls exported: an erasure of one seals the words
     media = "text/csv" if format == "csv" else "application/json"
     return StreamingResponse(export(door.index(), q, filters, format), media_type=f"{media}; charset=utf-8",
                              headers={"Content-Disposition": f'attachment; filename="search.{format}"'})

@@ -1,5 +1,5 @@
 """A production for e-discovery (``records/production.py``) as a download, for the export permission: the calls of
-a search, or chosen by id, as a zip of the package, built in a temporary folder that goes once it is sent. The
+a search (posted, as every search is), or chosen by id, as a zip of the package, built in a temporary folder that goes once it is sent. The
 calls come through the door, so a Team Lead's production holds their teams' calls only, and each call produced is
 an access-log row. The audio as uploaded and the text before masking need the unredacted permission too, and the
 calls' whole access history the access log's."""
@@ -13,18 +13,22 @@ import zipfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import FileResponse
+from pydantic import Field
 from starlette.background import BackgroundTask
 
 from asr_tasks.inputs import InputError
 from asr_tasks.records.permissions import PERMISSIONS
 from asr_tasks.records.production import BATES_PREFIX, LAST_BATES, Production, produce, searched
-from asr_tasks.web.deps import SearchFilters, refused, search_query
+from asr_tasks.web.deps import AppSettings, Searched, posted, refused, search_query
 from asr_tasks.web.door import CallDoor
 from asr_tasks.web.pages import held
 
 PERMISSION = "export"
+DOWNLOADS = True  # refuses a cross-site request (``same_site``): another site's page cannot produce in your name
 UNREDACTED = "read_unredacted"
 MAX_IDS = 10_000  # calls in one production from the page (by id, or a search's)
 ACCESS_LOG = "access_log"  # the calls' whole access history in the package; without it, the production's own
@@ -32,22 +36,35 @@ ACCESS_LOG = "access_log"  # the calls' whole access history in the package; wit
 router = APIRouter()
 
 
-@router.get("/api/produce.zip")
-def produce_zip(request: Request, door: CallDoor, filters: SearchFilters, q: str | None = None,
-                ids: list[str] = Query([]), original: bool = False,
-                prefix: str = Query("CALL", pattern=BATES_PREFIX),
-                start: int = Query(1, ge=1, le=LAST_BATES)) -> FileResponse:
-    """The package of the calls given by ``ids`` and of every call the search (``q`` and the filters, as
-    ``/api/export`` takes them) matches, zipped; ``original`` only for a user who may hear and read calls
-    unredacted."""
+class ProductionAsked(Searched):
+    """What a production holds, in the body: the calls of ``ids`` and every call the search (``q`` and the
+    filters, as ``/api/export`` takes them; filters alone are a search too) matches; ``original`` for the audio
+    as uploaded and the text before masking; the Bates numbers' prefix and first number."""
+
+    q: str | None = None  # type: ignore[assignment]  # none: no search, the ids only
+    ids: list[str] = []
+    original: bool = False
+    prefix: str = Field(default="CALL", pattern=BATES_PREFIX)
+    start: int = Field(default=1, ge=1, le=LAST_BATES)
+
+
+@router.post("/api/produce.zip")
+def produce_zip(request: Request, door: CallDoor, settings: AppSettings,
+                asked: Annotated[ProductionAsked, Depends(posted(ProductionAsked))]) -> FileResponse:
+    """The package of the calls given by ``ids`` and of every call the search matches, zipped; ``original`` only
+    for a user who may hear and read calls unredacted."""
+    ids, original, prefix, start = asked.ids, asked.original, asked.prefix, asked.start
     if original and UNREDACTED not in held(request):
         raise HTTPException(status_code=403, detail=f"the original audio and text need the role "
                                                     f"{PERMISSIONS[UNREDACTED].role}")
-    if q is None and not ids:
+    filters = asked.filters(settings)
+    search = asked.q is not None or filters.narrows()
+    if not search and not ids:
         raise HTTPException(status_code=422, detail="name the calls: a search (q, with its filters) or ids")
     if len(ids) > MAX_IDS:
         raise HTTPException(status_code=422, detail=f"{len(ids)} ids: at most {MAX_IDS} in one production")
-    chosen = list(dict.fromkeys([*ids, *(searched(door.index(), search_query(q), filters) if q is not None else [])]))
+    q = search_query(asked.q or "") if search else ""
+    chosen = list(dict.fromkeys([*ids, *(searched(door.index(), q, filters) if search else [])]))
     if not chosen:
         raise HTTPException(status_code=422, detail="no call matches: there is nothing to produce")
     if len(chosen) > MAX_IDS:  # built whole before the first byte goes: asr produce takes more

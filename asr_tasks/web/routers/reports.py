@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from typing import Annotated, Any
-from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from fastapi import Path as PathParam
@@ -88,5 +87,5 @@ def qa_report(request: Request, day: Annotated[str, PathParam(pattern=DAY_PATTER
                        # who opened which call is the access log's: shown only to those who may read it
                        opened=(report.get("opened") or []) if "access_log" in held(request) else [],
                        words=[finding_words(f.to_dict(), rules) for f in findings],
-                       rule_search=lambda rule: urlencode({"rule": rule, "date_from": day, "date_to": day}),
+                       rule_search=lambda rule: [("rule", rule), ("date_from", day), ("date_to", day)],
                        links=day_links(day, ""))

@@ -1,17 +1,22 @@
 """The search page and its JSON API: hits with their highlights, facets and counts, the calls a search by
 filters alone lists (a finding rule, a tag, an agent, a day: no words), and the recording an audit link points
-at. Every search and every recording opened goes to the access log (``door.py``)."""
+at. Every search and every recording opened goes to the access log (``door.py``).
+
+A search travels in a POST's body, never in a URL (a server's request log, a browser's history and a proxy keep
+URLs): the page's form, its next page, its facets and its exports post the search again from a hidden form
+(``search_fields``, ``export_fields``), and the API takes it as JSON or as a form's fields (``Searched``)."""
 
 from __future__ import annotations
 
 import html
 from dataclasses import asdict
-from typing import Any, Callable, Sequence
-from urllib.parse import urlencode
+from typing import Annotated, Any, Callable, Sequence
+from urllib.parse import parse_qsl, urlencode
 
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
+from pydantic import BaseModel, ConfigDict, Field
 
 from asr_tasks.config import Settings
 from asr_tasks.index.query import (
@@ -27,26 +32,83 @@ from asr_tasks.index.query import (
     clock,
 )
 from asr_tasks.web.call_page import audit_rules, finding_words
-from asr_tasks.inputs import InputError, speaker_names
-from asr_tasks.web.deps import AppSettings, CheckedQuery, Filter, PageSize, SearchFilters, Second
+from asr_tasks.inputs import DEFAULT_PAGE_SIZE, MAX_TEXT_CHARS, InputError, page_size, speaker_names
+from asr_tasks.web.deps import AppSettings, Filter, Searched, Second, posted, refused
 from asr_tasks.web.door import CallDoor, Door
 from asr_tasks.web.pages import render_page
 
 PERMISSION = "read"
-WATCHED = ("q", "sounds_like", "agent", "speaker", "quality", "rule", "non_talk_percent", "agent_interruptions",
-           "min_score", "max_score", "tag")  # what a saved search takes from the form: all but the days (it runs over each new one)
 PAGE_SIZE = 20
 
 MAX_CURSOR_CHARS = 512  # a page cursor is a few sort values; anything longer is not one
+MAX_NARROW_CHARS = 2000  # a facet's narrowing: a few fields of the form
+PERCENT = r"^(\d{1,3}(\.\d+)?)?$"  # a form sends an empty field as ""
 router = APIRouter()
 
-# The page's form as its fields came: text for each, and the list of tags asked for under "tag" (repeated in URLs).
+
+class SearchForm(BaseModel):
+    """The page's search form as the browser posts it (never in the URL: a server's request log prints the query
+    string), each field bounded; what cannot be answered as meant the page says (``checked``). ``after`` is the
+    page of hits asked for, and ``narrow`` a facet's change to the search: the fields it sets, as a query string."""
+
+    model_config = ConfigDict(extra="forbid")
+    q: str = ""
+    sounds_like: str = Field(default="", pattern=r"^(1|on|true)?$")  # a checkbox: "1" when ticked, absent when not
+    date_from: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    date_to: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    agent: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    speaker: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    quality: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    rule: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    tag: list[str] = []  # repeated: calls with every one (the form's empty field adds none)
+    non_talk_percent: str = Field(default="", pattern=PERCENT)
+    agent_interruptions: str = Field(default="", pattern=r"^\d{0,6}$")
+    min_score: str = Field(default="", pattern=PERCENT)
+    max_score: str = Field(default="", pattern=PERCENT)
+    after: str = Field(default="", max_length=MAX_CURSOR_CHARS)
+    narrow: str = Field(default="", max_length=MAX_NARROW_CHARS)
+
+    def narrowed(self) -> SearchForm:
+        """The search with a facet's change made (its first page); a field the form does not have is ignored."""
+        if not self.narrow:
+            return self
+        change: dict[str, Any] = {}
+        for name, value in parse_qsl(self.narrow, keep_blank_values=True):
+            if name == "tag":
+                change.setdefault("tag", []).append(value)
+            elif name in NARROWS:
+                change[name] = value
+        return SearchForm.model_validate({**self.model_dump(), **change, "after": "", "narrow": ""})
+
+    def filters(self) -> Filters:
+        return Filters(self.date_from or None, self.date_to or None, self.agent or None, self.speaker or None,
+                       self.quality or None, float(self.non_talk_percent) / 100 if self.non_talk_percent else None,
+                       int(self.agent_interruptions) if self.agent_interruptions else None, None, self.rule or None,
+                       tuple(sorted({t.strip() for t in self.tag if t.strip()})), bool(self.sounds_like),
+                       float(self.min_score) if self.min_score else None,
+                       float(self.max_score) if self.max_score else None)
+
+    def shown(self) -> Form:
+        """The search as the page shows it in its form: each field's text, the tags asked for as a list."""
+        return {**self.model_dump(exclude={"after", "narrow", "tag"}),
+                "sounds_like": "1" if self.sounds_like else "", "tag": sorted({t.strip() for t in self.tag
+                                                                                if t.strip()})}
+
+
+NARROWS = set(SearchForm.model_fields) - {"q", "after", "narrow"}  # what a facet may change: the filters
+PostedSearch = Annotated[SearchForm, Depends(posted(SearchForm))]
+
+# The page's form as its fields came: text for each, and the list of tags asked for under "tag".
 Form = dict[str, Any]
 
 
-def form_query(form: Form, **change: Any) -> str:
-    """The form (changed as asked) as the query string of a link to the page, each tag a ``tag=`` of its own."""
-    return urlencode({**form, **change}, doseq=True)
+def fields(form: Form, **change: Any) -> list[tuple[str, str]]:
+    """The search (changed as asked) as the fields of a form that posts it again, each tag a field of its own and
+    an empty field left out."""
+    out: list[tuple[str, str]] = []
+    for name, value in {**form, **change}.items():
+        out += [(name, str(v)) for v in (value if isinstance(value, list) else [value]) if v not in ("", None)]
+    return out
 
 
 def escaped_highlight(highlight: str, open_tag: str, close_tag: str) -> str:
@@ -79,10 +141,10 @@ def speakers(settings: Settings) -> list[str]:
 def facets(form: Form, counts: Sequence[Any], rules: dict[str, int], tags: dict[str, int],
            scores: dict[str, int], unit: str = "hits") -> list[tuple[str, list[tuple[str, int, str]]]]:
     """Per agent and per day (``unit``: the search's matching segments, "hits", or its "calls"), and calls per
-    finding rule, per tag and per band of score, each titled with what it counts and each entry with the query
-    string that narrows to it (a tag is added to those the search already asks for)."""
+    finding rule, per tag and per band of score, each titled with what it counts and each entry with the change
+    that narrows the search to it (``SearchForm.narrow``; a tag is added to those the search already asks for)."""
     def narrowed(**change: Any) -> str:
-        return form_query(form, **change)
+        return urlencode(change, doseq=True)
 
     agents: dict[str, int] = {}
     days: dict[str, int] = {}
@@ -102,10 +164,13 @@ def facets(form: Form, counts: Sequence[Any], rules: dict[str, int], tags: dict[
     ]
 
 
-def export_query(q: str, filters: Filters) -> str:
-    """The search as the export API's query string: its filters by their names there, each tag a ``tag=``."""
-    named = {k: v for k, v in asdict(filters).items() if v is not None and v is not False and k != "tags"}
-    return urlencode({"q": q, **named, "tag": list(filters.tags)}, doseq=True)
+def export_fields(q: str, filters: Filters) -> list[tuple[str, str]]:
+    """The search as the export API's body takes it (``Searched``), as a form's fields: its filters by their names
+    there, each tag a field of its own."""
+    named = {k: v for k, v in asdict(filters).items() if v is not None and v is not False and k not in ("tags",
+                                                                                                     "agents")}
+    return [("q", q), *((k, "true" if v is True else str(v)) for k, v in named.items()),
+            *(("tag", t) for t in filters.tags)]
 
 
 def answered(ask: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], int]:
@@ -128,13 +193,13 @@ def hits_view(q: str, filters: Filters, form: Form, after: str, door: Door) -> t
         tags = {} if after else door.index().tag_counts(q, filters)
         scores = {} if after else door.index().score_counts(q, filters)
         return {"hits": result.hits, "counts": counts, "next_after": result.next_after,
-                "next_query": form_query(form, after=result.next_after or ""),
                 "facets": facets(form, counts, rules, tags, scores)}
 
     view, status = answered(ask)
     if status == 200:
         door.log("search", query=q, filters=asdict(filters), hits=sum(c.segments for c in view["counts"])
-                 if view["counts"] else len(view["hits"]), detail="a later page" if after else None)
+                 if view["counts"] else len(view["hits"]), detail="a later page" if after else None,
+                 subjects=[h.recording_id for h in view["hits"]])
     return view, status
 
 
@@ -161,17 +226,17 @@ def calls_view(filters: Filters, form: Form, after: str, door: Door) -> tuple[di
         found = call_findings(page.calls, filters.rule, door)
         return {"calls": [{**c, "findings": found.get(c["recording_id"], [])} for c in page.calls],
                 "counts": counts, "next_after": page.next_after,
-                "next_query": form_query(form, after=page.next_after or ""),
                 "facets": facets(form, counts, rules, tags, scores, "calls")}
 
     view, status = answered(ask)
     if status == 200:
         door.log("search", query="", filters=asdict(filters), hits=sum(c.recordings for c in view["counts"])
-                 if view["counts"] else len(view["calls"]), detail="calls" + (", a later page" if after else ""))
+                 if view["counts"] else len(view["calls"]), detail="calls" + (", a later page" if after else ""),
+                 subjects=[c["recording_id"] for c in view["calls"]])
     return view, status
 
 
-def asked(form: Form) -> str:
+def asked_in_words(form: Form) -> str:
     """What a search asked for, in words: its query and every filter it set."""
     names = {"rule": "finding", "agent": "agent", "speaker": "speaker", "quality": "quality", "date_from": "from",
              "date_to": "to", "non_talk_percent": "non-talk ≥ %", "agent_interruptions": "agent interrupts ≥",
@@ -204,40 +269,11 @@ def focus_view(recording_id: str, t: float, door: Door) -> tuple[dict[str, Any],
     return {"focus": focus}, 200
 
 
-@router.get("/", response_class=HTMLResponse)
-def page(
-    request: Request,
-    settings: AppSettings,
-    door: CallDoor,
-    q: str = "",
-    date_from: Filter = "",
-    date_to: Filter = "",
-    agent: Filter = "",
-    speaker: Filter = "",
-    quality: Filter = "",
-    rule: Filter = "",
-    tag: list[str] = Query([]),  # repeated: calls with every one (the form's empty field adds none)
-    sounds_like: str = Query("", pattern=r"^(1|on)?$"),  # a checkbox: "on" (or 1) when ticked, absent when not
-    non_talk_percent: str = Query("", pattern=r"^(\d{1,3}(\.\d+)?)?$"),  # a form sends an empty field as ""
-    agent_interruptions: str = Query("", pattern=r"^\d{0,6}$"),
-    min_score: str = Query("", pattern=r"^(\d{1,3}(\.\d+)?)?$"),
-    max_score: str = Query("", pattern=r"^(\d{1,3}(\.\d+)?)?$"),
-    after: str = Query("", max_length=MAX_CURSOR_CHARS),
-    recording_id: Filter = "",
-    t: Second = 0.0,
-) -> HTMLResponse:
+def search_page(request: Request, settings: Settings, door: Door, asked: SearchForm, recording_id: str = "",
+                t: float = 0.0) -> HTMLResponse:
     """The page: form, hits (or the recording an audit link points at), facets and the player."""
-    tags = sorted({t.strip() for t in tag if t.strip()})
-    filters = Filters(date_from or None, date_to or None, agent or None, speaker or None, quality or None,
-                      float(non_talk_percent) / 100 if non_talk_percent else None,
-                      int(agent_interruptions) if agent_interruptions else None, None, rule or None, tuple(tags),
-                      bool(sounds_like), float(min_score) if min_score else None,
-                      float(max_score) if max_score else None)
-    form: Form = {"q": q, **({"sounds_like": "1"} if sounds_like else {}), "date_from": date_from, "date_to": date_to,
-                  "agent": agent, "speaker": speaker,
-                  "quality": quality, "rule": rule, "non_talk_percent": non_talk_percent,
-                  "agent_interruptions": agent_interruptions, "min_score": min_score, "max_score": max_score,
-                  "tag": tags}
+    asked = asked.narrowed()
+    form, filters, q, after = asked.shown(), asked.filters(), asked.q, asked.after
     view: dict[str, Any] = {"hits": None, "calls": None, "counts": [], "next_after": None, "focus": None,
                             "error": "", "facets": []}
     status = 200
@@ -253,27 +289,47 @@ def page(
     elif recording_id:
         found, status = focus_view(recording_id, t, door)
         view.update(found)
-    back = form_query(form, after=after)
     return render_page(request, "search.html", status, here="search", form=form, speakers=speakers(settings),
                        rules=sorted({*(rid for rid, r in audit_rules(settings).items() if r.tag is None),
-                                     *([rule] if rule else [])}), query=q, t=t,
-                       page_size=PAGE_SIZE, clock=clock, marked=highlighted, asked=asked(form), tries=tries(form),
-                       call_query=lambda t: urlencode({"q": q, **({"sounds_like": "1"} if sounds_like else {}),
-                                                       "t": f"{t:.1f}", "back": back}),
-                       export_query=export_query(q, filters),
-                       watch_query=form_query({k: v for k, v in form.items() if k in WATCHED and v}),
-                       **view)
+                                     *([asked.rule] if asked.rule else [])}), query=q, t=t,
+                       page_size=PAGE_SIZE, clock=clock, marked=highlighted, asked=asked_in_words(form),
+                       tries=tries(form), search_fields=fields(form), page_after=after,
+                       export_fields=export_fields(q, filters), **view)
 
 
-@router.get("/api/search")
-def api_search(
-    q: CheckedQuery,
-    filters: SearchFilters,
-    door: CallDoor,
-    size: PageSize,
-    after: str | None = Query(None, max_length=MAX_CURSOR_CHARS),
-) -> dict[str, Any]:
+@router.get("/", response_class=HTMLResponse)
+def page(request: Request, settings: AppSettings, door: CallDoor, recording_id: Filter = "",
+         t: Second = 0.0) -> HTMLResponse:
+    """The page with its empty form, or the recording an audit link points at (``recording_id``, at second
+    ``t``); a search is posted (``searched``)."""
+    return search_page(request, settings, door, SearchForm(), recording_id, t)
+
+
+@router.post("/", response_class=HTMLResponse)
+def searched(request: Request, settings: AppSettings, door: CallDoor, asked: PostedSearch) -> HTMLResponse:
+    """The search the form posted: its hits (or its calls, by filters alone), a page at a time, with facets."""
+    return search_page(request, settings, door, asked)
+
+
+class ApiSearch(Searched):
+    """A search of the JSON API: its words and filters, a page of ``size`` hits after the cursor ``after``."""
+
+    size: int = DEFAULT_PAGE_SIZE
+    after: str | None = Field(default=None, max_length=MAX_CURSOR_CHARS)
+
+    def page_size(self) -> int:
+        """Hits per page, bounded as ``asr search --limit`` is."""
+        try:
+            return page_size(self.size, "size")
+        except InputError as exc:
+            raise refused(exc) from exc
+
+
+@router.post("/api/search")
+def api_search(door: CallDoor, settings: AppSettings,
+               asked: Annotated[ApiSearch, Depends(posted(ApiSearch))]) -> dict[str, Any]:
     """Hits as JSON (highlights escaped, their matches in <em>), with the cursor of the next page."""
+    q, filters, size, after = asked.query(), asked.filters(settings), asked.page_size(), asked.after
     try:
         result = door.index().search_page(q, filters, size, after, open_tag=HL_OPEN, close_tag=HL_CLOSE)
     except CursorError as exc:
@@ -281,14 +337,16 @@ def api_search(
     except IndexBackendError as exc:
         raise HTTPException(status_code=503, detail=str(exc)) from exc
     door.log("search", query=q, filters=asdict(filters), hits=len(result.hits),
-             detail="api, a later page" if after else "api")
+             detail="api, a later page" if after else "api", subjects=[h.recording_id for h in result.hits])
     hits = [{**h.to_dict(), "highlight": escaped_highlight(h.highlight, "<em>", "</em>")} for h in result.hits]
     return {"hits": hits, "next_after": result.next_after}
 
 
-@router.get("/api/counts")
-def api_counts(q: CheckedQuery, filters: SearchFilters, door: CallDoor) -> list[dict[str, Any]]:
+@router.post("/api/counts")
+def api_counts(door: CallDoor, settings: AppSettings,
+               asked: Annotated[Searched, Depends(posted(Searched))]) -> list[dict[str, Any]]:
     """Matching segments and recordings per agent and day."""
+    q, filters = asked.query(), asked.filters(settings)
     counts = door.index().counts(q, filters)
     door.log("search", query=q, filters=asdict(filters), hits=sum(c.segments for c in counts), detail="api counts")
     return [c.to_dict() for c in counts]

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
 from asr_tasks.web.deps import Second
-from asr_tasks.web.door import CallDoor
+from asr_tasks.web.door import PLAY_NONCE, CallDoor
 
 PERMISSION = "read_unredacted"
 
@@ -17,9 +17,10 @@ router = APIRouter()
 
 
 @router.get("/audio/{recording_id}/original", name="original_audio")
-def original_audio(recording_id: str, door: CallDoor, t: Second = 0.0) -> Response:
-    """The recording as it was uploaded, personal data and all."""
-    return door.audio(recording_id, t, original=True)
+def original_audio(recording_id: str, door: CallDoor, t: Second = 0.0,
+                   play: str = Query("", pattern=PLAY_NONCE)) -> Response:
+    """The recording as it was uploaded, personal data and all (``play``: as for the page's audio)."""
+    return door.audio(recording_id, t, original=True, play=play)
 
 
 @router.get("/api/recordings/{recording_id}/unredacted")

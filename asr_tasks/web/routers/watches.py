@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -14,9 +14,11 @@ from asr_tasks.audit.saved_searches import SavedSearchError, SavedSearches
 from asr_tasks.index.query import MAX_QUERY_CHARS, MAX_TAG_FILTERS, Filters
 from asr_tasks.inputs import MAX_TEXT_CHARS, speaker_names
 from asr_tasks.text.masking import configured_policy
-from asr_tasks.web.deps import AppLedger, AppSettings, Filter, User
+from asr_tasks.config import Settings
+from asr_tasks.web.deps import AppLedger, AppSettings, User
 from asr_tasks.web.door import CallDoor
 from asr_tasks.web.pages import render_page
+from asr_tasks.web.routers.search import PostedSearch, SearchForm
 
 PERMISSION = "read"
 
@@ -51,18 +53,30 @@ def saved(ledger: AppLedger, settings: AppSettings) -> SavedSearches:
 Saved = Annotated[SavedSearches, Depends(saved)]
 
 
-@router.get("/watches", response_class=HTMLResponse)
-def watches_page(request: Request, user: User, searches: Saved, settings: AppSettings, q: str = Query(
-        "", max_length=MAX_QUERY_CHARS), sounds_like: bool = False, agent: Filter = "", speaker: Filter = "",
-        quality: Filter = "", rule: Filter = "", non_talk_percent: str = Query("", pattern=r"^(\d{1,3}(\.\d+)?)?$"),
-        agent_interruptions: str = Query("", pattern=r"^\d{0,6}$"), tag: list[str] = Query([])) -> HTMLResponse:
-    """The user's saved searches, each with a remove button, and a form to save one (filled from a search, with
+def watches_view(request: Request, user: str, searches: SavedSearches, settings: Settings,
+                 asked: SearchForm) -> HTMLResponse:
+    """The user's saved searches, each with a remove button, and a form to save one (filled from ``asked``, with
     every filter of it but its days)."""
-    form = {"q": q, "sounds_like": sounds_like, "agent": agent, "speaker": speaker, "quality": quality, "rule": rule,
-            "non_talk_percent": non_talk_percent, "agent_interruptions": agent_interruptions,
-            "tag": ", ".join(t.strip() for t in tag if t.strip())}
+    form = {"q": asked.q, "sounds_like": bool(asked.sounds_like), "agent": asked.agent, "speaker": asked.speaker,
+            "quality": asked.quality, "rule": asked.rule, "non_talk_percent": asked.non_talk_percent,
+            "agent_interruptions": asked.agent_interruptions,
+            "tag": ", ".join(t.strip() for t in asked.tag if t.strip())}
     return render_page(request, "watches.html", here="watches", searches=searches.listed(user), form=form,
                        severities=SEVERITIES, speakers=speaker_names(settings.audio))
+
+
+@router.get("/watches", response_class=HTMLResponse)
+def watches_page(request: Request, user: User, searches: Saved, settings: AppSettings) -> HTMLResponse:
+    """The user's saved searches, and an empty form to save one."""
+    return watches_view(request, user, searches, settings, SearchForm())
+
+
+@router.post("/watches", response_class=HTMLResponse)
+def watch_this_search(request: Request, user: User, searches: Saved, settings: AppSettings,
+                      asked: PostedSearch) -> HTMLResponse:
+    """The user's saved searches, and the form to save one filled from the search the page posted ("watch this
+    search"): its words travel in the body, as every search's do."""
+    return watches_view(request, user, searches, settings, asked)
 
 
 @router.get("/api/watches")
@@ -89,10 +103,17 @@ def add_watch(body: WatchRequest, user: User, searches: Saved, settings: AppSett
         raise HTTPException(status_code=400, detail=str(exc)) from exc
 
 
-@router.delete("/api/watches/{name}")
-def remove_watch(name: str, user: User, searches: Saved) -> dict[str, Any]:
+class Named(BaseModel):
+    """Which of the user's saved searches: its name, in the body (a name may be a customer's: never in a URL)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(max_length=MAX_TEXT_CHARS)
+
+
+@router.delete("/api/watches")
+def remove_watch(body: Named, user: User, searches: Saved) -> dict[str, Any]:
     """Remove one of the user's saved searches (404: the user has none of that name)."""
     try:
-        return searches.remove(user, name).to_dict()
+        return searches.remove(user, body.name).to_dict()
     except SavedSearchError as exc:
         raise HTTPException(status_code=404, detail=str(exc)) from exc
