@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -472,26 +473,33 @@ def call_page_in_a_browser(tmp_path: Path, env: dict[str, str], status: dict[str
             "SELECT start, speaker FROM segments WHERE recording_id = ? ORDER BY start, channel", (rid,))]
     port = free_port()
     ui = subprocess.Popen([str(BIN / "asr"), "ui", "--port", str(port)], env=env, cwd=PROJECT_ROOT,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     browser = Browser(tmp_path / "chromium-profile")
     try:
+        assert ui.stdout is not None
+        address = re.search(r"http://\S+/\?token=\S+", ui.stdout.readline())  # for whoever holds its token
+        assert address
         url = f"http://127.0.0.1:{port}/call/{rid}"
         deadline = time.monotonic() + 60
         while True:
             try:
                 urllib.request.urlopen(url, timeout=5).close()
                 break
+            except urllib.error.HTTPError as exc:
+                assert exc.code == 401, exc.code  # up, and the page is not ours without the token
+                break
             except OSError:
                 assert time.monotonic() < deadline and ui.poll() is None, "asr ui did not come up"
                 time.sleep(0.2)
         browser.send("Page.enable")
+        browser.send("Page.navigate", url=address.group())  # the browser holds the token's cookie from now on
+        browser.wait_for("document.readyState === 'complete' && !!document.getElementById('search')")
         browser.send("Page.navigate", url=url)
         browser.wait_for("document.readyState === 'complete' && document.querySelectorAll('.seg').length > 0")
         shown = browser.js("Array.from(document.querySelectorAll('.seg')).map(s => [parseFloat(s.dataset.start),"
                            " s.closest('.turn').classList[1]])")
         assert [(round(a, 3), who) for a, who in shown] == said  # every segment, in the order said
         assert {who for _, who in said} == {"agent", "customer"}
-        browser.wait_for("document.getElementById('player').readyState >= 1")
         second = browser.js("parseFloat(document.querySelectorAll('.turn')[1].dataset.start)")
         browser.click(".turn:nth-of-type(2) .who")
         browser.wait_for(f"Math.abs(document.getElementById('player').currentTime - {second}) < 0.3")

@@ -135,13 +135,18 @@ def test_ui_serves_the_search_page(env: dict[str, str]) -> None:
         port = probe.getsockname()[1]
     proc = subprocess.Popen([ASR, "ui", "--port", str(port)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=PROJECT_ROOT)
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())  # keeps the page's cookie
     try:
+        assert proc.stdout is not None
+        address = re.search(r"http://\S+/\?token=\S+", proc.stdout.readline())  # what it printed, token and all
+        assert address
         deadline = time.monotonic() + 60
         while True:
             try:
+                browser.open(address.group(), timeout=5).close()
                 searched = urllib.request.Request(f"http://127.0.0.1:{port}/", data=urllib.parse.urlencode(
                     {"q": "收益"}).encode())  # the page's form, posted
-                with urllib.request.urlopen(searched, timeout=5) as answer:
+                with browser.open(searched, timeout=5) as answer:
                     page = answer.read().decode()
                 break
             except OSError:

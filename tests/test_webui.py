@@ -542,14 +542,16 @@ def test_what_people_type_never_reaches_the_api_servers_request_log(api_server: 
 
 @pytest.fixture
 def served(settings: Settings, world: tuple[SqliteIndex, LocalStore]) -> Iterator[tuple[str, list[dict[str, str]]]]:
-    """The page on a real HTTP server (uvicorn on loopback), with the audio requests it receives."""
+    """The page on a real HTTP server (uvicorn on loopback), with the audio requests it receives (path, query
+    string, Range header)."""
     app: FastAPI = create_app(settings)
     audio_requests: list[dict[str, str]] = []
 
     @app.middleware("http")
     async def record(request: Request, call_next: Any) -> Any:
         if request.url.path.startswith("/audio/"):
-            audio_requests.append({"path": request.url.path, "range": request.headers.get("range", "")})
+            audio_requests.append({"path": request.url.path, "query": request.url.query,
+                                   "range": request.headers.get("range", "")})
         return await call_next(request)
 
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))

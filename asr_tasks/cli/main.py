@@ -308,16 +308,22 @@ def _export(index: Any, query: str, filters: Filters, path: Path) -> int:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
+    """The search page for the account that started it: the address printed carries a token made for this start,
+    which the browser trades for a cookie; any other account on the machine reaches the port and nothing else."""
+    import getpass
+    import secrets
+
     import uvicorn
 
     from asr_tasks.web.app import create_app
-
     from asr_tasks.web.request_log import hide_query_strings
 
-    print(f"search page on http://{args.host}:{args.port}/ (Ctrl-C stops it)")
+    token = secrets.token_urlsafe(32)
+    print(f"search page for {getpass.getuser()} on http://{args.host}:{args.port}/?token={token} "
+          "(open this address; Ctrl-C stops it)", flush=True)
     hosts = sorted({args.host, "127.0.0.1", "localhost"})  # any other Host header: DNS rebinding, refused
-    server = uvicorn.Server(uvicorn.Config(create_app(get_settings(), allowed_hosts=hosts), host=args.host,
-                                           port=args.port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_app(get_settings(), allowed_hosts=hosts, token=token),
+                                           host=args.host, port=args.port, log_level="warning"))
     hide_query_strings()  # after uvicorn set up its loggers: its access log never prints a query string
     server.run()
     return 0
@@ -416,7 +422,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_search(sub)
 
-    p = sub.add_parser("ui", help="the search page (hits with their audio), on its own web server")
+    p = sub.add_parser("ui", help="the search page (hits with their audio), on its own web server, for you alone: "
+                                  "open the address it prints")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8091, action=Checked, check=partial(within, least=1, most=65535))
     p.set_defaults(func=cmd_ui)

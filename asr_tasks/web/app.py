@@ -14,6 +14,12 @@ Everything an uploader controls is treated as hostile (``routers/audio.py``);
 every response carries a Content-Security-Policy (scripts and styles only with
 the page's own nonce), ``nosniff`` and a frame ban; inputs out of range answer
 4xx with a message.
+
+Another site's page cannot act in a user's name (``same_site``): every route that
+changes something or is posted to, and every route of a router that downloads a
+call's content (``DOWNLOADS``), refuses a cross-site request with 403 before
+anything is read or logged. ``asr ui`` answers only whoever holds the token it
+printed (``only_the_holder``), as notebook servers do.
 """
 
 from __future__ import annotations
@@ -21,9 +27,10 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import Sequence
+from urllib.parse import urlencode, urlsplit
 
-from fastapi import FastAPI, Request, params
-from fastapi.responses import Response
+from fastapi import Depends, FastAPI, HTTPException, Request, params
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from asr_tasks.config import Settings, get_settings
@@ -80,6 +87,61 @@ async def with_security_headers(request: Request, call_next: Callable[[Request],
     return response
 
 
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def cross_site(request: Request) -> bool:
+    """Whether another site's page made the request: the browser says so (``Sec-Fetch-Site``), or it names an
+    origin whose host is not this one's. (Our own pages send ``Origin: null`` with what they post: their referrer
+    policy is ``no-referrer``; ``Sec-Fetch-Site`` still says ``same-origin`` of them.)"""
+    if request.headers.get("sec-fetch-site", "").lower() == "cross-site":
+        return True
+    origin = request.headers.get("origin", "null")
+    return origin != "null" and urlsplit(origin).netloc.lower() != request.headers.get("host", "").lower()
+
+
+def same_site(downloads: bool) -> params.Depends:
+    """A router's refusal of what another site's page asks in the signed-in user's name (their cookie goes with
+    it): anything but a GET, and with ``downloads`` a GET too (a link to an export would write its row in their
+    name). 403, before the route reads or logs anything; a link from elsewhere to a page still opens it."""
+
+    async def from_this_site(request: Request) -> None:
+        if (downloads or request.method not in SAFE_METHODS) and cross_site(request):
+            raise HTTPException(status_code=403, detail="a request from another site's page: refused")
+
+    return Depends(from_this_site)
+
+
+HOLDER_PAGE = ("<!doctype html><title>Call transcript search</title><p>This page answers only the account that "
+               "started <code>asr ui</code>: open the address it printed (with its <code>?token=</code>) in this "
+               "browser, then <a href=\"\">this page</a> again.</p>")
+
+
+def only_the_holder(token: str) -> Callable[[Request, Callable[[Request], Awaitable[Response]]],
+                                            Awaitable[Response]]:
+    """A middleware for ``asr ui``: the address it printed carries ``token``, which is exchanged for an HttpOnly,
+    SameSite=Strict cookie and taken out of the address by a redirect; a request without the cookie (or with
+    another token) is refused (401, 403) before any route runs, so it reads and logs nothing. Another account on
+    the machine can reach the port, not the token."""
+    expected = token.encode()
+
+    async def holder(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        cookie = f"asr-ui-{request.url.port or 80}"  # one per port: two servers on one machine hold two tokens
+        given = request.query_params.get("token")
+        if given is not None:
+            if not secrets.compare_digest(given.encode(), expected):
+                return HTMLResponse(HOLDER_PAGE, status_code=403)
+            kept = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
+            answer = RedirectResponse(request.url.path + (f"?{urlencode(kept)}" if kept else ""), status_code=303)
+            answer.set_cookie(cookie, token, httponly=True, samesite="strict", path="/")
+            return answer
+        if secrets.compare_digest(request.cookies.get(cookie, "").encode(), expected):
+            return await call_next(request)
+        return HTMLResponse(HOLDER_PAGE, status_code=401)
+
+    return holder
+
+
 def create_app(
     settings: Settings | None = None,
     dependencies: Sequence[params.Depends] = (),
@@ -87,6 +149,7 @@ def create_app(
     store: ObjectStore | None = None,
     allowed_hosts: Sequence[str] | None = None,
     authorize: Authorize = single_user,
+    token: str | None = None,
 ) -> FastAPI:
     """The search app; ``dependencies`` guard every route (Airflow passes its authentication).
 
@@ -94,7 +157,8 @@ def create_app(
     when they lack the permission (``permissions.py``); every route asks for its own, and
     what a user searched and played goes to the access log under that name.
     ``allowed_hosts`` (``asr ui``: the loopback names) refuses any other Host header, so a page
-    on another site cannot reach this one through DNS rebinding. No schema or docs routes.
+    on another site cannot reach this one through DNS rebinding; ``token`` (``asr ui``'s, printed in the address
+    it gives) is what a browser must hold to be answered at all. No schema or docs routes.
     ``index`` and ``store``, when not given, are opened from ``settings`` by the first request that needs them.
     """
     settings = settings or get_settings()
@@ -104,6 +168,8 @@ def create_app(
     app.state.index = index
     app.state.store = store
     app.state.access = open_access_log(settings)
+    if token is not None:
+        app.middleware("http")(only_the_holder(token))  # inside the headers: its refusals carry them too
     app.middleware("http")(with_security_headers)
     if allowed_hosts:
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
@@ -112,5 +178,5 @@ def create_app(
     probe = permission_probe(authorize)  # what the user holds, for the pages' header and the door's scope
     for area in ROUTERS:
         opens = readers if area.PERMISSION == "read" and getattr(area, "TEAM_LEADS", True) else guards[area.PERMISSION]
-        app.include_router(area.router, dependencies=[opens, probe])
+        app.include_router(area.router, dependencies=[same_site(getattr(area, "DOWNLOADS", False)), opens, probe])
     return app

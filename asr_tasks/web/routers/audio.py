@@ -14,6 +14,7 @@ from fastapi.responses import Response
 from asr_tasks.web.deps import Second
 from asr_tasks.web.door import PLAY_NONCE, CallDoor
 
+DOWNLOADS = True  # a call's content as a file: another site's page cannot fetch it in your name (``same_site``)
 PERMISSION = "read"
 
 router = APIRouter()
