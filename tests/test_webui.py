@@ -682,6 +682,7 @@ def test_the_audio_route_serves_decoded_audio_only(settings: Settings, world: tu
     ("/", {"date_from": "2026-11-30", "date_to": "2026-11-01"}, 400), ("/", {"q": "country", "speaker": "cust"}, 400),
     ("/", {"q": "country", "after": "not-a-cursor"}, 400), ("/", {"q": "country", "after": "WyJ4Il0"}, 400),
     ("/", {"q": "a" * 1001}, 400), ("/", {"q": "country", "min_score": "high"}, 422),
+    ("/", {"q": "country", "narrow": "min_score=high"}, 422),
     ("/api/search", {"q": "country", "after": "WyJ4IiwgeyJhIjogMX1d"}, 400), ("/api/search", {"q": "a" * 1001}, 422),
     ("/api/search", {"q": "country", "size": "many"}, 422),
 ])

@@ -16,7 +16,8 @@ from urllib.parse import parse_qsl, urlencode
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse
 from markupsafe import Markup
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from asr_tasks.config import Settings
 from asr_tasks.index.query import (
@@ -69,7 +70,8 @@ class SearchForm(BaseModel):
     narrow: str = Field(default="", max_length=MAX_NARROW_CHARS)
 
     def narrowed(self) -> SearchForm:
-        """The search with a facet's change made (its first page); a field the form does not have is ignored."""
+        """The search with a facet's change made (its first page); a field the form does not have is ignored, and
+        a value its field refuses is refused as a posted one is (422)."""
         if not self.narrow:
             return self
         change: dict[str, Any] = {}
@@ -78,9 +80,13 @@ class SearchForm(BaseModel):
                 change.setdefault("tag", []).append(value)
             elif name in NARROWS:
                 change[name] = value
-        return SearchForm.model_validate({**self.model_dump(), **change, "after": "", "narrow": ""})
+        try:
+            return SearchForm.model_validate({**self.model_dump(), **change, "after": "", "narrow": ""})
+        except ValidationError as exc:
+            raise RequestValidationError(exc.errors(include_url=False, include_context=False)) from exc
 
     def filters(self) -> Filters:
+        """The filters as the index takes them (the form's percent a share, its empty fields none)."""
         return Filters(self.date_from or None, self.date_to or None, self.agent or None, self.speaker or None,
                        self.quality or None, float(self.non_talk_percent) / 100 if self.non_talk_percent else None,
                        int(self.agent_interruptions) if self.agent_interruptions else None, None, self.rule or None,
