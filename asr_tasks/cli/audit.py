@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from asr_tasks.cli.access import log_access
 from asr_tasks.cli.console import print_json, table
 from asr_tasks.cli.options import Checked
 from asr_tasks.config import Settings, get_settings
@@ -112,6 +113,8 @@ def rescore_days(args: argparse.Namespace, settings: Settings, store: ObjectStor
     span = days_between(args.date_from, args.date_to)
     rescored = {day: rescore(day, rules, index, store, settings) for day in span}
     days = [d for d in rescored.values() if d is not None]
+    log_access("read", hits=sum(len(d.added) + len(d.removed) for d in days),
+               detail=f"the QA audit of {args.date_from} to {args.date_to}, re-scored (cli)")
     if args.json:
         print_json({"rule_set": rules.identity, "days": [d.to_dict() for d in days],
                     "without_calls": [day for day, d in rescored.items() if d is None]})
@@ -144,6 +147,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"asr audit: no report is stored for {args.date}: the qa_audit_nightly DAG has not audited that day "
               f"(asr audit --date {args.date} --rerun audits it now)", file=sys.stderr)
         return 1
+    log_access("read", hits=len(result.findings),
+               detail=f"the QA audit of {args.date}{', audited again' if args.rerun else ''} (cli)")
     if args.json:
         from asr_tasks.audit.reviews import open_reviews, precision
 

@@ -21,6 +21,7 @@ import yaml
 from rich.console import Console
 
 from asr_tasks.cli import airflow_shell, audit, backfill, produce, progress, qa_export, records, review, scores, watch
+from asr_tasks.cli.access import log_access
 from asr_tasks.cli.console import print_json, table
 from asr_tasks.cli.options import Checked, Parser, add_call_filters, commands, search_filters
 from asr_tasks.config import ConfigError, get_settings
@@ -161,6 +162,9 @@ def cmd_transcribe(args: argparse.Namespace) -> int:
         from asr_tasks.pipeline.gate import gate_transcripts
 
         transcripts = gate_transcripts(transcripts, settings)  # one validation run for all the files
+    if transcripts:  # local files, in no store: counted, not named (a file's name may name its caller)
+        log_access("read", hits=len(transcripts), detail=f"a spot check of {len(transcripts)} local "
+                                                          f"file{'' if len(transcripts) == 1 else 's'} (cli)")
     results = []
     for name, transcript in zip(names, transcripts):
         segs = [{"speaker": s.speaker, "channel": s.channel, "start": s.start, "end": s.end, "text": s.text}
@@ -267,7 +271,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     try:
         index = open_index(get_settings().index)
         if args.counts:
-            print_counts(args.query, index.counts(args.query, filters), args.json)
+            counts = index.counts(args.query, filters)
+            log_access("search", query=args.query, filters=dataclasses.asdict(filters),
+                       hits=sum(c.segments for c in counts), detail="cli counts")
+            print_counts(args.query, counts, args.json)
             return 0
         if args.export:
             return _export(index, args.query, filters, args.export)
@@ -278,6 +285,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     except IndexBackendError as exc:
         print(f"asr: index error: {exc}", file=sys.stderr)
         return 1
+    log_access("search", query=args.query, filters=dataclasses.asdict(filters), hits=len(page.hits),
+               detail="cli, a later page" if args.after else "cli", subjects=[h.recording_id for h in page.hits])
     print_hits(args, page)
     return 0
 
@@ -293,14 +302,10 @@ def export_path(value: str, name: str) -> Path:
 
 def _export(index: Any, query: str, filters: Filters, path: Path) -> int:
     """Every hit into FILE.csv or FILE.json (its suffix says which), written as the pages come."""
-    import getpass
-
     from asr_tasks.index.export import export
-    from asr_tasks.records.access_log import open_access_log
 
     with path.open("w", encoding="utf-8", newline="") as out:
-        open_access_log(get_settings()).append(
-            getpass.getuser(), "export", query=query, filters=dataclasses.asdict(filters), detail=f"{path.name} (cli)")
+        log_access("export", query=query, filters=dataclasses.asdict(filters), detail=f"{path.name} (cli)")
         for piece in export(index, query, filters, path.suffix.lstrip(".").lower()):
             out.write(piece)
     print(f"wrote {path}")

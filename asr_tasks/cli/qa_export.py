@@ -4,12 +4,12 @@ bank's BI tools (``audit.qa_exports``); the export is an access-log row under th
 from __future__ import annotations
 
 import argparse
-import getpass
 import sys
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+from asr_tasks.cli.access import log_access
 from asr_tasks.cli.options import Checked
 from asr_tasks.config import get_settings
 from asr_tasks.inputs import InputError, calendar_day, day_range
@@ -53,8 +53,8 @@ def cmd_qa_export(args: argparse.Namespace) -> int:
     held = reviews.between(args.date_from, args.date_to) if args.table != "scores" else {}
     rows = table_rows(args.table, findings, held, card, scored, configured_teams(settings))
     data = encode(args.table, rows, fmt)
-    reviews.access.append(getpass.getuser(), "export", detail=f"QA {args.table} of {first} to {last} as "
-                                                              f"{fmt}, {len(rows)} rows (cli)")
+    log_access("export", hits=len(rows),
+               detail=f"QA {args.table} of {first} to {last} as {fmt}, {len(rows)} rows (cli)")
     if args.out:
         Path(args.out).write_bytes(data)
         print(f"{len(rows)} rows of {args.table} ({len(audits)} audited days) to {args.out}", file=sys.stderr)

@@ -10,6 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from asr_tasks.audit.verdicts import DISMISS_REASONS, STATUSES
+from asr_tasks.cli.access import log_access
 from asr_tasks.cli.audit import found
 from asr_tasks.cli.console import print_json, table
 from asr_tasks.cli.options import Checked
@@ -20,6 +21,8 @@ from asr_tasks.inputs import InputError, calendar_day
 if TYPE_CHECKING:
     from asr_tasks.audit.reviews import Review
     from asr_tasks.audit.rules import Finding
+
+LISTING_FILTERS = ("status", "rule", "severity", "agent", "team", "assignee")  # what narrows a listing, as typed
 
 
 def _findings(day: str, settings: Settings) -> list[Finding]:
@@ -62,10 +65,11 @@ def cmd_review(args: argparse.Namespace) -> int:
         if args.team is not None and args.team not in {t.id for t in teams.teams}:
             raise InputError(f"--team {args.team!r}: not a team of {settings.audit.teams}")
         held = reviews.of(f.finding_id for f in findings)
-        reviews.access.append(getpass.getuser(), "read", detail=f"the review queue of {args.date}")
         queue = Queue(args.status or "", args.rule or "", args.severity or "", args.agent or "",
                       teams.agents_of(args.team) if args.team else None, args.assignee or "")
         listed = [f for f in findings if queue.lists(f, held)]
+        log_access("read", filters={k: getattr(args, k) for k in LISTING_FILTERS}, hits=len(listed),
+                   detail=f"the review queue of {args.date}", subjects=[f.recording_id for f in listed])
         if args.json:
             print_json({"findings": [{**f.to_dict(), "status": status_of(f, held),
                                       "review": held[f.finding_id].to_dict() if f.finding_id in held else None}

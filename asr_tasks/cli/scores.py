@@ -8,6 +8,7 @@ import getpass
 import sys
 from typing import TYPE_CHECKING, Any
 
+from asr_tasks.cli.access import log_access
 from asr_tasks.cli.console import print_json, table
 from asr_tasks.cli.options import Checked
 from asr_tasks.config import get_settings
@@ -47,7 +48,7 @@ def cmd_scores(args: argparse.Namespace) -> int:
               f"score {_shown(now.score)}")
         return 0
     card, scored = day_scores(args.date, store, settings, overrides)
-    overrides.access.append(user, "read", detail=f"the scores of {args.date}")
+    log_access("read", hits=len(scored), detail=f"the scores of {args.date}")
     if args.json:
         print_json({"date": args.date, "scorecard": _form(card), "calls": [s.to_dict() for s in scored]})
     elif card is None:
