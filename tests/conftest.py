@@ -12,6 +12,7 @@ import services
 
 from asr_tasks.config import PROJECT_ROOT, IndexSettings, Settings
 from asr_tasks.intake.demo_corpus import JFK
+from asr_tasks.records.anchors import new_anchor_key
 from asr_tasks.transcription.model_assets import install_whisper_base
 
 T = TypeVar("T")
@@ -28,11 +29,14 @@ def model_dir() -> Path:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    """Defaults with every writable path inside the test's own folder."""
+    """Defaults with every writable path inside the test's own folder, the access log's anchor key among them (a
+    key file the settings name is a secret that must be there: it is made here, as an operator makes it)."""
+    anchor_key = tmp_path / "keys" / "access-log-anchor.pem"
+    new_anchor_key(anchor_key)
     return Settings().override(
         store_root=str(tmp_path / "store"), index_path=str(tmp_path / "index.sqlite"), work_dir=str(tmp_path / "work"),
         model_dir=str(MODEL_DIR), ledger_url=f"sqlite:///{tmp_path / 'ledger.sqlite'}",
-        anchor_key_file=str(tmp_path / "keys" / "access-log-anchor.pem"),
+        anchor_key_file=str(anchor_key),
     )
 
 
