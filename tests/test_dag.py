@@ -619,6 +619,11 @@ def records_management(tmp_path: Path, env: dict[str, str], status: dict[str, An
     proc = run(confirmed_erasure(asr, ["--key", keys[erased], "--reason", "customer-request"], env), env)
     assert proc.returncode == 0 and f"erased   {keys[erased]}" in proc.stdout, proc.stderr
     assert traces(tmp_path, ids[erased], keys[erased], *said) == []  # no store keeps a byte of it
+    # The searches that found the call (the README's, the page's) are sealed for good; the chain still holds.
+    log_text = run([asr, "access-log", "--json"], env).stdout
+    assert "(sealed: the call was erased)" in log_text and not [w for w in said if w in log_text], log_text[-3000:]
+    proc = run([asr, "access-log", "--verify"], env)
+    assert proc.returncode == 0 and "the chain holds" in proc.stdout, proc.stdout + proc.stderr
     minimum = json.loads(run([asr, "search", "minimum deposit", "--json"], env).stdout)
     assert minimum == []  # call_0001's words are no longer found
     proc = run(confirmed_erasure(asr, ["--key", keys[held], "--reason", "mistaken-upload"], env), env)
