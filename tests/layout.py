@@ -27,7 +27,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("asr_tasks.text",),
     ("asr_tasks.gate",),
     ("asr_tasks.index",),
-    ("asr_tasks.records.tables", "asr_tasks.records.ledger", "asr_tasks.records.chain", "asr_tasks.records.access_log",
+    ("asr_tasks.records.tables", "asr_tasks.records.key_files", "asr_tasks.records.ledger", "asr_tasks.records.chain", "asr_tasks.records.access_log",
      "asr_tasks.records.anchors", "asr_tasks.records.locking",
      "asr_tasks.records.holds", "asr_tasks.records.permissions", "asr_tasks.records.teams",
      "asr_tasks.records.migrations"),

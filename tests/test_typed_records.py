@@ -14,6 +14,7 @@ import os
 import shlex
 import subprocess
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -264,3 +265,20 @@ def test_typed_values_are_the_same_check_for_the_command_and_the_api() -> None:
             ErasureSelection(reason="retention", **bad)
     with pytest.raises(InputError, match="not a calendar date"):
         calendar_day("2026-11-27T00:00", "--before")
+
+
+def test_a_named_erasure_key_that_is_missing_is_an_error_never_a_new_key(settings: Settings, tmp_path: Path) -> None:
+    """A mounted secret that is not there would otherwise become a key of this process's own: the page and
+    ``asr`` would sign with different keys, and no token would confirm."""
+    from asr_tasks.records.erasure import ErasureKeyError, erasure_key
+
+    named = tmp_path / "secrets" / "erasure.key"
+    ledger = open_ledger(settings.ledger)
+    with pytest.raises(ErasureKeyError, match="erasure_key_file"):
+        erasure_key(ledger, settings.override(erasure_key_file=str(named)))
+    assert not named.exists()
+    named.parent.mkdir()
+    named.write_bytes(os.urandom(32))
+    assert erasure_key(ledger, settings.override(erasure_key_file=str(named))) == named.read_bytes()
+    default = erasure_key(ledger, settings)  # the embedded default: made beside the SQLite ledger, owner only
+    assert (tmp_path / "erasure.key").read_bytes() == default and (tmp_path / "erasure.key").stat().st_mode & 0o077 == 0

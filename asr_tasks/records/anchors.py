@@ -20,12 +20,9 @@ its own; the rows after the last one are counted as not yet protected.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
 import logging
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
@@ -41,6 +38,7 @@ from asr_tasks.config import StorageSettings
 from asr_tasks.intake.stores import MinioStore, ObjectStore, put_json
 from asr_tasks.records.access_log import AccessLog, ChainCheck
 from asr_tasks.records.ledger import batches
+from asr_tasks.records.key_files import write_key_file
 from asr_tasks.records.locking import RecordLocks
 from asr_tasks.records.tables import access_log
 from asr_tasks.version import DayReports
@@ -92,35 +90,16 @@ def _public_pem(key: Ed25519PrivateKey) -> bytes:
     return key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
-def _write_new(path: Path, data: bytes, *, replace_existing: bool) -> None:
-    """``data`` into ``path`` at once (a temporary file of mode 0600, then a link or a rename): a reader never
-    sees half a key, and two first uses at once keep the first one's."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{path.name}-")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        if replace_existing:
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-            return
-        with contextlib.suppress(FileExistsError):  # another first use made it: that key is kept
-            os.link(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def new_anchor_key(path: Path) -> Ed25519PrivateKey:
     """An anchor key at ``path`` (PKCS#8 PEM, mode 0600) and its public key beside it (``<path>.pub``); a key
     already there is kept. ``openssl genpkey -algorithm ed25519`` makes the same."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _write_new(path, Ed25519PrivateKey.generate().private_bytes(
+    write_key_file(path, Ed25519PrivateKey.generate().private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
         replace_existing=False)
     key = _private(path)
     public = Path(f"{path}.pub")
     if not public.exists() or public.read_bytes() != _public_pem(key):
-        _write_new(public, _public_pem(key), replace_existing=True)
+        write_key_file(public, _public_pem(key), replace_existing=True)
     return key
 
 

@@ -24,7 +24,6 @@ import hashlib
 import hmac
 import json
 import logging
-import os
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +44,7 @@ from asr_tasks.inputs import CalendarDay, ObjectKey, PartyId, RecordingId
 from asr_tasks.intake.stores import ObjectStore
 from asr_tasks.records.access_log import AccessLog
 from asr_tasks.records.holds import Hold, Holds
+from asr_tasks.records.key_files import write_key_file
 from asr_tasks.records.ledger import Ledger
 from asr_tasks.records.locking import record_locks
 from asr_tasks.records.tables import recordings
@@ -143,6 +143,10 @@ class ErasurePlan:
                 "token": self.token}
 
 
+class ErasureKeyError(RuntimeError):
+    """The erasure key the settings name is not there: the set-up is wrong, not the request."""
+
+
 class PlanChanged(Exception):
     """A confirmation whose token does not sign what the selection takes now; ``plan`` is what it takes now."""
 
@@ -154,26 +158,21 @@ class PlanChanged(Exception):
 
 
 def erasure_key(ledger: Ledger, settings: Settings) -> bytes:
-    """The key that signs erasure tokens: ``erasure_key_file``, or ``erasure.key`` beside a SQLite ledger
-    (``var/erasure.key`` beside a server database); made on first use, readable by its owner only."""
+    """The key that signs erasure tokens: ``erasure_key_file`` (a mounted secret: missing is an error, never a new
+    key, or the page and ``asr`` would sign with keys of their own), or else ``erasure.key`` beside a SQLite ledger
+    (``var/erasure.key`` beside a server database), made on first use, readable by its owner only."""
     url = make_url(ledger.url)
     if settings.ledger.erasure_key_file:
         path = settings.ledger.path("erasure_key_file")
+        if not path.exists():
+            raise ErasureKeyError(f"no erasure key at {path} (erasure_key_file): mount the key there, or make one "
+                                  f"with `head -c {KEY_BYTES} /dev/urandom > {path}`")
     elif url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
         path = Path(url.database).with_name("erasure.key")
     else:
         path = PROJECT_ROOT / "var" / "erasure.key"
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fresh = path.with_name(f".{path.name}.{os.getpid()}")
-        with os.fdopen(os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
-            out.write(secrets.token_bytes(KEY_BYTES))
-        try:
-            os.link(fresh, path)  # whole or not at all: two first uses at once keep one key
-        except FileExistsError:
-            pass
-        finally:
-            fresh.unlink()
+        write_key_file(path, secrets.token_bytes(KEY_BYTES))
     key = path.read_bytes()
     if len(key) < KEY_BYTES:
         raise ValueError(f"{path}: an erasure key of {len(key)} bytes; at least {KEY_BYTES} (remove it for a new one)")
