@@ -126,9 +126,8 @@ class StorageSettings(_Section):
     object_lock: bool = False
     object_lock_mode: Literal["governance", "compliance"] = "governance"
     anchor_retention_days: int = 3653
-    # the Ed25519 key that signs the anchors, kept outside the ledger's database (records/anchors.py): the
-    # default one is made on first use (mode 0600, its public key beside it as <file>.pub); in production a
-    # mounted secret only the nightly audit's account reads, and anchor_public_key_file a copy the verifier trusts
+    # the Ed25519 key that signs the anchors, outside the ledger's database (records/anchors.py): the default is
+    # made on first use (0600, <file>.pub beside it); in production a mounted secret (docs/records.md)
     anchor_key_file: str = "var/keys/access-log-anchor.pem"
     anchor_public_key_file: str | None = None  # none: anchor_key_file + ".pub"
     # the shape a sidecar's agent_id and customer_id must have to be kept (a whole match); a value of another
@@ -174,9 +173,7 @@ class LedgerSettings(_Section):
     """The ledger: one row per recording version and its state."""
 
     ledger_url: str = "sqlite:///var/ledger.sqlite"
-    # the key that signs an erasure's confirmation token, made (0600) on first use; empty: erasure.key beside a
-    # SQLite ledger, var/erasure.key otherwise. The page and ``asr`` on other machines: one file for both
-    erasure_key_file: str = ""
+    erasure_key_file: str = ""  # signs erasure tokens: a mounted secret; "": made beside the ledger (erasure.py)
 
 
 @dataclass(frozen=True, config=_STRICT)
