@@ -126,8 +126,7 @@ class StorageSettings(_Section):
     object_lock: bool = False
     object_lock_mode: Literal["governance", "compliance"] = "governance"
     anchor_retention_days: int = 3653
-    # the Ed25519 key that signs the anchors, outside the ledger's database (records/anchors.py): the default is
-    # made on first use (0600, <file>.pub beside it); in production a mounted secret (docs/records.md)
+    # the Ed25519 key signing the anchors, outside the ledger's database: made on first use, or a mounted secret
     anchor_key_file: str = "var/keys/access-log-anchor.pem"
     anchor_public_key_file: str | None = None  # none: anchor_key_file + ".pub"
     # the shape a sidecar's agent_id and customer_id must have to be kept (a whole match); a value of another
