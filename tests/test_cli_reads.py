@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import getpass
 import json
+import os
+import pwd
 import shutil
 from pathlib import Path
 
@@ -29,7 +31,9 @@ def logged(settings: Settings, action: str) -> list[tuple[object, ...]]:
 
 def test_asr_search_logs_the_account_the_masked_query_and_the_hits_it_shows(settings: Settings) -> None:
     _fill(SqliteIndex(settings.index.path("index_path")))
-    env, me = stores_in(settings), getpass.getuser()
+    # the account is the kernel's user id, not LOGNAME or USER, which a caller sets to anybody's name
+    env = {**stores_in(settings), "LOGNAME": "somebody-else", "USER": "somebody-else"}
+    me = pwd.getpwuid(os.geteuid()).pw_name
     first = asr("search", "收益 | 4111 1111 1111 1111", "--agent", "AG-1", "--limit", "1", "--json", env=env)
     assert first.returncode == 0, first.stderr
     [shown] = json.loads(first.stdout)

@@ -282,3 +282,13 @@ def test_a_named_erasure_key_that_is_missing_is_an_error_never_a_new_key(setting
     assert erasure_key(ledger, settings.override(erasure_key_file=str(named))) == named.read_bytes()
     default = erasure_key(ledger, settings)  # the embedded default: made beside the SQLite ledger, owner only
     assert (tmp_path / "erasure.key").read_bytes() == default and (tmp_path / "erasure.key").stat().st_mode & 0o077 == 0
+
+
+def test_a_refused_value_is_never_sent_back(settings: Settings, day: Day) -> None:  # noqa: F811
+    """A 422 names the field and what it takes, not what was typed: a card number pasted into a customer's field
+    would otherwise come back in the answer, for a proxy or the browser's tools to keep."""
+    client = app(settings, day)
+    answer = client.post("/api/erase", json={"customer": "4111 1111 1111 1111\u0007", "reason": "customer-request"})
+    assert answer.status_code == 422 and "4111" not in answer.text, answer.text
+    [error] = answer.json()["detail"]
+    assert error["loc"] == ["body", "customer"] and "control character" in error["msg"]

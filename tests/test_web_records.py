@@ -98,6 +98,7 @@ def test_another_sites_page_cannot_export_or_change_anything_in_your_name(
              ("POST", "/api/holds", {"scope": "agent", "value": "AG-1004", "why": "litigation"}),
              ("POST", "/api/watches", {"name": "theirs", "q": "country"}), ("DELETE", "/api/watches", {"name": "x"})]
     for other in ({"Sec-Fetch-Site": "cross-site"}, {"Origin": "https://evil.example"},
+                  {"Sec-Fetch-Site": "same-site"},  # another port of this host, where another account listens
                   {"Origin": "http://testserver.evil.example", "Sec-Fetch-Site": "same-site"}):
         for method, path, form in asked:
             before = len(access.entries())

@@ -8,7 +8,6 @@ masked and sealed; a row that cannot be written shows nothing.
 
 from __future__ import annotations
 
-import getpass
 from typing import Any, Iterable
 
 from asr_tasks.config import get_settings
@@ -21,10 +20,10 @@ def log_access(action: str, *, detail: str, query: str | None = None, filters: d
     unreadable); ``detail`` says what was read."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from asr_tasks.records.access_log import open_access_log
+    from asr_tasks.records.access_log import open_access_log, os_account
 
     try:
-        open_access_log(get_settings()).append(getpass.getuser(), action, query=query, filters=filters, hits=hits,
+        open_access_log(get_settings()).append(os_account(), action, query=query, filters=filters, hits=hits,
                                                detail=detail, subjects=subjects)
     except SQLAlchemyError as exc:  # the driver's own words: the statement's parameters hold what was typed
         raise OSError(f"the access log could not be written, so nothing is shown: "

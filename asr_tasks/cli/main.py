@@ -315,16 +315,16 @@ def _export(index: Any, query: str, filters: Filters, path: Path) -> int:
 def cmd_ui(args: argparse.Namespace) -> int:
     """The search page for the account that started it: the address printed carries a token made for this start,
     which the browser trades for a cookie; any other account on the machine reaches the port and nothing else."""
-    import getpass
     import secrets
 
     import uvicorn
 
+    from asr_tasks.records.access_log import os_account
     from asr_tasks.web.app import create_app
     from asr_tasks.web.request_log import hide_query_strings
 
     token = secrets.token_urlsafe(32)
-    print(f"search page for {getpass.getuser()} on http://{args.host}:{args.port}/?token={token} "
+    print(f"search page for {os_account()} on http://{args.host}:{args.port}/?token={token} "
           "(open this address; Ctrl-C stops it)", flush=True)
     hosts = sorted({args.host, "127.0.0.1", "localhost"})  # any other Host header: DNS rebinding, refused
     server = uvicorn.Server(uvicorn.Config(create_app(get_settings(), allowed_hosts=hosts, token=token),

@@ -8,13 +8,13 @@ permissions (``permissions.py``).
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import shlex
 import sys
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
+from asr_tasks.cli.access import log_access
 from asr_tasks.cli.console import print_json
 from asr_tasks.cli.options import Checked
 from asr_tasks.config import get_settings
@@ -28,7 +28,7 @@ from asr_tasks.inputs import (
     recording_id,
     refusal,
 )
-from asr_tasks.records.access_log import ACTIONS
+from asr_tasks.records.access_log import ACTIONS, os_account
 from asr_tasks.records.reasons import REASONS
 
 
@@ -75,7 +75,7 @@ def cmd_erase(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         raise refusal(exc, ERASE_OPTIONS) from None
     eraser = Eraser(*_parts())
-    user = getpass.getuser()
+    user = os_account()
     if args.confirm is None:
         plan = eraser.plan(selection, user)
         if args.json:
@@ -122,6 +122,8 @@ def cmd_hold(args: argparse.Namespace) -> int:
     if args.list:
         holds = _holds()
         listed = holds.listed(include_released=args.all)
+        log_access("list", detail="legal holds, released ones too" if args.all else "legal holds in force",
+                   hits=len(listed))  # as the page's listing of the holds is logged
         if args.json:
             print_json([h.to_dict() for h in listed])
         for h in [] if args.json else listed:
@@ -138,7 +140,7 @@ def cmd_hold(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         raise refusal(exc, {**HOLD_OPTIONS, "value": f"--{scope}"}) from None
     try:
-        hold = _holds().place(user=getpass.getuser(), **asked.model_dump())
+        hold = _holds().place(user=os_account(), **asked.model_dump())
     except HoldError as exc:
         print(f"asr: hold: {exc}", file=sys.stderr)
         return 2
@@ -150,7 +152,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     from asr_tasks.records.holds import HoldError
 
     try:
-        hold = _holds().release(args.hold_id, args.why, getpass.getuser())
+        hold = _holds().release(args.hold_id, args.why, os_account())
     except HoldError as exc:
         print(f"asr: release: {exc}", file=sys.stderr)
         return 2
@@ -199,6 +201,7 @@ def cmd_access_log(args: argparse.Namespace) -> int:
         return _verify_access_log(access, first, end, args.json)
     entries = access.entries(since=first, until=end, user=args.user, recording_id=args.recording,
                              actions=tuple(args.action or ()))
+    log_access("list", detail="the access log", hits=len(entries))  # what others searched is read: as on the page
     if args.json:
         print_json([e.to_dict() for e in entries])
         return 0

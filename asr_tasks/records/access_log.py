@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import pwd
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable
@@ -43,6 +44,13 @@ SEALED = "sealed:v1:"  # what sealed text starts with: base64 of the nonce and A
 ERASED = "(sealed: the call was erased)"  # what a row shows of its typed text once its key is destroyed
 UNOPENED = "(sealed: the key kept does not open it)"  # a key or text changed behind the log's back
 NONCE_BYTES = 12
+
+
+def os_account() -> str:
+    """The operating-system account this process runs as, from the kernel's user id: what the command line and
+    ``asr ui`` log, and whose erasure tokens they sign. ``getpass.getuser`` would read ``LOGNAME``/``USER``, which
+    any caller sets to another name."""
+    return pwd.getpwuid(os.geteuid()).pw_name
 
 
 def _masked(value: Any, policy: Policy) -> Any:

@@ -30,7 +30,9 @@ from typing import Sequence
 from urllib.parse import urlencode, urlsplit
 
 from fastapi import Depends, FastAPI, HTTPException, Request, params
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from asr_tasks.config import Settings, get_settings
@@ -91,11 +93,11 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 def cross_site(request: Request) -> bool:
-    """Whether another site's page made the request: the browser says so (``Sec-Fetch-Site``), or it names an
+    """Whether another origin's page made the request: the browser says so (``Sec-Fetch-Site``), or it names an
     origin whose host is not this one's. (Our own pages send ``Origin: null`` with what they post: their referrer
     policy is ``no-referrer``; ``Sec-Fetch-Site`` still says ``same-origin`` of them.)"""
-    if request.headers.get("sec-fetch-site", "").lower() == "cross-site":
-        return True
+    if request.headers.get("sec-fetch-site", "same-origin").lower() not in ("same-origin", "none"):
+        return True  # cross-site, or same-site: another port of this host, or another subdomain
     origin = request.headers.get("origin", "null")
     return origin != "null" and urlsplit(origin).netloc.lower() != request.headers.get("host", "").lower()
 
@@ -142,6 +144,14 @@ def only_the_holder(token: str) -> Callable[[Request, Callable[[Request], Awaita
     return holder
 
 
+async def refused_input(request: Request, exc: Exception) -> Response:
+    """A 422 that names the field and says what it takes, without the value refused: what was typed (a card
+    number in a filter) is not sent back, where a proxy or a browser's tools could keep it."""
+    errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+    return JSONResponse(status_code=422, content={"detail": jsonable_encoder(
+        [{k: v for k, v in error.items() if k not in ("input", "ctx", "url")} for error in errors])})
+
+
 def create_app(
     settings: Settings | None = None,
     dependencies: Sequence[params.Depends] = (),
@@ -168,6 +178,7 @@ def create_app(
     app.state.index = index
     app.state.store = store
     app.state.access = open_access_log(settings)
+    app.add_exception_handler(RequestValidationError, refused_input)
     if token is not None:
         app.middleware("http")(only_the_holder(token))  # inside the headers: its refusals carry them too
     app.middleware("http")(with_security_headers)

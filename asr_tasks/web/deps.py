@@ -10,7 +10,6 @@ format) opens neither, so a backend that cannot be reached breaks only the answe
 
 from __future__ import annotations
 
-import getpass
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Annotated, Any, TypeVar, get_origin
@@ -26,7 +25,7 @@ from asr_tasks.index.base import TranscriptIndex
 from asr_tasks.index.query import Filters, check_query, checked_filters
 from asr_tasks.inputs import MAX_TEXT_CHARS, InputError, speaker_names
 from asr_tasks.intake.stores import ObjectStore, open_store
-from asr_tasks.records.access_log import AccessLog
+from asr_tasks.records.access_log import AccessLog, os_account
 from asr_tasks.records.ledger import Ledger, open_ledger
 from asr_tasks.records.permissions import PERMISSIONS
 from asr_tasks.states import GONE_STATES
@@ -41,7 +40,7 @@ def single_user(permission: str) -> Callable[..., str]:
     """``asr ui`` on loopback: one user, the account that started it, who may do everything."""
     if permission not in PERMISSIONS:
         raise ValueError(f"unknown permission {permission!r}")
-    user = getpass.getuser()
+    user = os_account()
     return lambda: user
 
 
