@@ -311,9 +311,10 @@ def test_rows_after_the_last_signed_anchor_are_counted_as_not_yet_protected(
         log.append("auditor", "play", recording_id=f"later-{n}")
     found = json.loads(asr_verify(url, tmp_path, "--json").stdout)
     assert found["intact"] and (found["last_signed_anchor"], found["unprotected_rows"]) == (7, 3)
-    behind_the_triggers(ledger, "DELETE FROM access_log WHERE id > 7")  # cut unseen, as the count warned
+    behind_the_triggers(ledger, "DELETE FROM access_log WHERE id > 7")  # no anchor sees the cut: the head does
     out = asr_verify(url, tmp_path)
-    assert out.returncode == 0 and "not yet protected: 0 rows after the last signed anchor (row 7)" in out.stdout
+    assert out.returncode == 1 and "not yet protected: 0 rows after the last signed anchor (row 7)" in out.stdout
+    assert "10 rows were appended and the last row is row 7: 3 rows were cut off the log's end" in out.stdout
 
 
 def test_verify_reads_the_anchor_the_nightly_qa_report_holds(settings: Settings, tmp_path: Path,

@@ -241,6 +241,17 @@ class AccessLog:
                                before.id if before is not None else None)
         return ChainCheck(first, walk.checked, walk.last_id, walk.last_hash, walk.broken, walk.gaps)
 
+    def cut_off(self) -> str | None:
+        """What the head row says of rows cut off the log's end: it counts every row appended since it was made, so
+        a last id below that count means rows were removed after it (a tripwire: an owner may rewrite it too)."""
+        with self.engine.connect() as db:
+            appended = db.execute(select(access_log_head.c.appended).where(access_log_head.c.id == 1)).scalar() or 0
+            last = db.execute(select(func.max(access_log.c.id))).scalar() or 0
+        if appended <= last:
+            return None
+        return (f"{appended} rows were appended and the last row is row {last}: {appended - last} rows were cut off "
+                f"the log's end")
+
     def count_after(self, row_id: int | None) -> int:
         """The rows after ``row_id`` (None: every row): what no anchor protects yet, when it is the last one's."""
         with self.engine.connect() as db:

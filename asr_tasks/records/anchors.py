@@ -354,5 +354,6 @@ def check_log(access: AccessLog, kept: Kept, since: datetime | None, until: date
     checked = [a for a in kept.anchors if a not in sigs.forged and (start is None or a.id >= start)
                and (end is None or a.id <= end)]
     last_signed = ids[-1] if ids else None
-    return LogCheck(chain, len(checked), kept.problems + sigs.problems + unmatched(access, checked, kept),
+    cut = [cut] if (cut := access.cut_off()) is not None else []
+    return LogCheck(chain, len(checked), kept.problems + sigs.problems + unmatched(access, checked, kept) + cut,
                     len(sigs.signed), sigs.covered, last_signed, access.count_after(last_signed))
