@@ -270,8 +270,11 @@ def test_gpu_quick_on_cpu(model_dir: Path, tmp_path: Path) -> None:
     prepared = bench("gpu.py", "prepare", "--quick", "--out", str(tmp_path))
     assert set(prepared) == {"chunks", "speech_s", "path"} and positive(prepared["chunks"], prepared["speech_s"])
     assert Path(prepared["path"]) == tmp_path / "chunks.npz" and Path(prepared["path"]).is_file()
+    # the sweep's wall budget is the bench's own guard on a GPU machine; here every batch size must run, however
+    # busy the machine: a budget no quick sweep reaches
+    unbounded = ("--budget-seconds", "3600")
     report = bench("gpu.py", "run", "--quick", "--device", "cpu", "--engines", "ctranslate2", "--chunks",
-                   prepared["path"], "--model-dir", str(model_dir))
+                   prepared["path"], "--model-dir", str(model_dir), *unbounded)
     assert {"device", "chunks", "speech_s", "engines"} <= set(report)
     assert report["device"] == "cpu" and report["chunks"] == prepared["chunks"]
     engine = report["engines"]["ctranslate2"]
@@ -283,7 +286,8 @@ def test_gpu_quick_on_cpu(model_dir: Path, tmp_path: Path) -> None:
 
     # The transformers engines in the production configuration, tiny: hotwords, Qwen3-ASR's forced aligner.
     report = bench("gpu.py", "run", "--quick", "--device", "cpu", "--tiny", "--engines",
-                   "transformers-whisper,transformers-qwen3", "--chunks", prepared["path"], "--model-dir", str(model_dir))
+                   "transformers-whisper,transformers-qwen3", "--chunks", prepared["path"], "--model-dir", str(model_dir),
+                   *unbounded)
     for name, engine in report["engines"].items():
         assert "error" not in engine, (name, engine["error"])
         assert engine["hotwords"] and engine["aligner"] == (name == "transformers-qwen3"), name
