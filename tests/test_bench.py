@@ -274,7 +274,7 @@ def test_gpu_quick_on_cpu(model_dir: Path, tmp_path: Path) -> None:
     # busy the machine: a budget no quick sweep reaches
     unbounded = ("--budget-seconds", "3600")
     report = bench("gpu.py", "run", "--quick", "--device", "cpu", "--engines", "ctranslate2", "--chunks",
-                   prepared["path"], "--model-dir", str(model_dir), *unbounded)
+                   prepared["path"], "--model-dir", str(model_dir), *unbounded, timeout=900)
     assert {"device", "chunks", "speech_s", "engines"} <= set(report)
     assert report["device"] == "cpu" and report["chunks"] == prepared["chunks"]
     engine = report["engines"]["ctranslate2"]
@@ -287,7 +287,7 @@ def test_gpu_quick_on_cpu(model_dir: Path, tmp_path: Path) -> None:
     # The transformers engines in the production configuration, tiny: hotwords, Qwen3-ASR's forced aligner.
     report = bench("gpu.py", "run", "--quick", "--device", "cpu", "--tiny", "--engines",
                    "transformers-whisper,transformers-qwen3", "--chunks", prepared["path"], "--model-dir", str(model_dir),
-                   *unbounded)
+                   *unbounded, timeout=900)
     for name, engine in report["engines"].items():
         assert "error" not in engine, (name, engine["error"])
         assert engine["hotwords"] and engine["aligner"] == (name == "transformers-qwen3"), name
